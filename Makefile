@@ -1,0 +1,40 @@
+# Two commands: `make run` (the whole pipeline) and `make test` (the whole suite).
+# Both create .venv from the pinned requirements when it is missing or out of date.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SNAKEMAKE := $(BIN)/snakemake
+
+.PHONY: run test lint format clean
+
+run: $(VENV)/.run-installed
+	$(SNAKEMAKE)
+
+test: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check .
+	$(SNAKEMAKE) --lint
+
+format: $(VENV)/.dev-installed
+	$(BIN)/ruff format .
+	$(BIN)/snakefmt .
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; sys.exit("kvlab needs Python 3.11 or newer" if sys.version_info < (3, 11) else 0)'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-installed: requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $(VENV)/.run-installed $@
+
+clean:
+	rm -rf work logs .snakemake

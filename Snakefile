@@ -1,0 +1,25 @@
+# kvlab: KV-cache offloading lab and planning pipeline.
+# `snakemake` (with profiles/default) regenerates every artifact under results/ from config.yaml.
+#
+# Lint exception (`snakemake --lint`): the rules name no conda environment or container. Every rule
+# runs the project's own code on the one pinned environment of requirements.txt (the .venv that
+# `make run` creates); tests/test_workflow.py fails on any other lint.
+
+
+configfile: "config.yaml"
+
+
+# rules/common.smk puts the running interpreter's folder first on PATH.
+envvars:
+    "PATH",
+
+
+include: "rules/common.smk"
+include: "rules/lab.smk"
+include: "rules/measurement.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        pipeline.all_targets(config),

@@ -1,0 +1,105 @@
+"""Replay the lab's long-document scenario through the cache simulator and print one JSON document.
+
+Documents ``0 .. docs-1`` of ``tokens`` tokens each are read pass after pass (``fwd``: upward,
+``rev``: downward) through one :class:`TwoTierCache` that is never cleared between passes.
+With ``--cpu 0`` (the default) that is the single-tier LRU cache of the lab's step 2.
+
+Standard library only; runs as ``python kvlab/scenario.py`` from the repository root and as
+``python3 scenario.py`` when copied alone next to ``kvsim.py``.
+"""
+
+import argparse
+import json
+import sys
+
+if __package__:
+    from .kvsim import TwoTierCache
+else:
+    from kvsim import TwoTierCache
+
+ORDERS = ("fwd", "rev")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are a single line on stderr (exit 2), without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def non_negative_int(text):
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def pass_list(text):
+    """argparse type: a comma-separated list of ``fwd``/``rev``."""
+    orders = text.split(",")
+    bad = [order for order in orders if order not in ORDERS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of fwd/rev, got {text!r} (bad: {', '.join(map(repr, bad))})"
+        )
+    return orders
+
+
+def build_parser():
+    parser = OneLineParser(
+        prog="scenario.py",
+        description="Read documents in passes through a GPU (+ optional CPU) LRU cache; print one JSON document.",
+    )
+    parser.add_argument("--gpu", type=non_negative_int, default=21520, help="GPU room in tokens (default 21520)")
+    parser.add_argument(
+        "--cpu", type=non_negative_int, default=0, help="CPU room in tokens; 0 = no CPU tier (default 0)"
+    )
+    parser.add_argument("--docs", type=non_negative_int, default=10, help="number of documents (default 10)")
+    parser.add_argument("--tokens", type=non_negative_int, default=5011, help="tokens per document (default 5011)")
+    parser.add_argument(
+        "--passes",
+        type=pass_list,
+        default=["fwd", "fwd", "rev"],
+        help="comma-separated fwd/rev passes (default fwd,fwd,rev)",
+    )
+    return parser
+
+
+def run(gpu, cpu, docs, tokens, passes):
+    """Return the scenario's result: one counts object per pass, in pass order."""
+    cache = TwoTierCache(gpu, cpu)
+    results = []
+    for order in passes:
+        doc_order = range(docs) if order == "fwd" else range(docs - 1, -1, -1)
+        counts = {"gpu": 0, "cpu": 0, "miss": 0}
+        hit_docs = []
+        for doc in doc_order:
+            tier = cache.access(doc, tokens)
+            counts[tier] += 1
+            if tier != "miss":
+                hit_docs.append(doc)
+        results.append(
+            {
+                "order": order,
+                "gpu_hits": counts["gpu"],
+                "cpu_hits": counts["cpu"],
+                "misses": counts["miss"],
+                "hit_docs": hit_docs,
+            }
+        )
+    return {"passes": results}
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    result = run(args.gpu, args.cpu, args.docs, args.tokens, args.passes)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Summarize a per-request TTFT measurement (JSONL) into per-pass medians, means and baseline/lmcache ratios.
+
+Usage: ``summarize.py IN.jsonl OUT.json``. Each non-blank line of IN is one request:
+``{"config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms"}``. For each config
+(``baseline``, ``lmcache``) and pass, ``n``, ``p50_ms`` (``statistics.median``) and ``mean_ms``
+(``statistics.mean``) of ``ttft_ms``, rounded to 1 decimal; ``ratio`` is baseline / lmcache of the
+unrounded statistics, rounded to 2 decimals. Passes are listed in sorted order, so the output
+does not depend on the order of the lines.
+
+Bad input (malformed JSON, a missing field, a non-numeric, negative or NaN ``ttft_ms``) is
+reported as one line naming ``file:line``, with a nonzero exit, and OUT is left untouched: the
+summary is written to a temporary file next to OUT and renamed over it only when complete.
+
+Standard library only, so this file still works when copied alone.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+
+CONFIGS = ("baseline", "lmcache")
+FIELDS = ("config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms")
+PROG = "summarize.py"
+
+
+class InputError(Exception):
+    """Bad input; the message is the whole one-line explanation."""
+
+
+def read_samples(path):
+    """Return ``{config: {pass: [ttft_ms, ...]}}`` from the JSONL file at ``path``; raise InputError on bad input."""
+    samples = {}
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror}") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{where}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as error:  # JSONDecodeError, or an integer too long to convert
+                raise InputError(f"{where}: malformed JSON ({getattr(error, 'msg', error)})") from None
+            if not isinstance(record, dict):
+                raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            missing = [field for field in FIELDS if field not in record]
+            if missing:
+                raise InputError(f"{where}: missing field(s): {', '.join(missing)}")
+            for field in ("config", "pass"):
+                if not isinstance(record[field], str):
+                    raise InputError(f"{where}: {field} must be a string, got {record[field]!r}")
+            ttft = record["ttft_ms"]
+            if isinstance(ttft, bool) or not isinstance(ttft, (int, float)):
+                raise InputError(f"{where}: ttft_ms must be a number, got {ttft!r}")
+            if not is_finite_non_negative(ttft):
+                raise InputError(f"{where}: ttft_ms must be a finite number >= 0, got {ttft!r}")
+            samples.setdefault(record["config"], {}).setdefault(record["pass"], []).append(ttft)
+    return samples
+
+
+def is_finite_non_negative(number):
+    """True for 0 <= number < inf; False for NaN and for integers beyond the float range."""
+    try:
+        return math.isfinite(number) and number >= 0
+    except OverflowError:
+        return False
+
+
+def describe(values):
+    """The unrounded median and mean of one (config, pass) sample."""
+    return statistics.median(values), statistics.mean(values)
+
+
+def summarize(samples, warn=lambda message: None):
+    """Fold ``{config: {pass: [ttft_ms]}}`` into the summary document (see the module docstring)."""
+    stats = {config: {name: describe(values) for name, values in samples.get(config, {}).items()} for config in CONFIGS}
+    for config in sorted(set(samples) - set(CONFIGS)):
+        warn(f"ignoring config {config!r} (only {' and '.join(CONFIGS)} are summarized)")
+    summary = {}
+    for config in CONFIGS:
+        if not stats[config]:
+            warn(f"no {config} requests: its summary and the ratios are empty")
+        summary[config] = {
+            name: {"n": len(samples[config][name]), "p50_ms": float(round(p50, 1)), "mean_ms": float(round(mean, 1))}
+            for name, (p50, mean) in sorted(stats[config].items())
+        }
+    baseline, lmcache = stats["baseline"], stats["lmcache"]
+    ratio = {}
+    if baseline and lmcache:
+        for name in sorted(set(baseline) ^ set(lmcache)):
+            warn(f"pass {name!r} is not in both configs: no ratio for it")
+        for name in sorted(set(baseline) & set(lmcache)):
+            ratio[name] = {
+                "p50": quotient(baseline[name][0], lmcache[name][0], name, "p50", warn),
+                "mean": quotient(baseline[name][1], lmcache[name][1], name, "mean", warn),
+            }
+    summary["ratio"] = ratio
+    return summary
+
+
+def quotient(numerator, denominator, name, statistic, warn):
+    """baseline / lmcache rounded to 2 decimals; None (JSON null) when the lmcache statistic is 0."""
+    if denominator == 0:
+        warn(f"pass {name!r}: lmcache {statistic} is 0, ratio is null")
+        return None
+    return float(round(numerator / denominator, 2))
+
+
+def write_atomically(path, text):
+    """Write ``text`` to ``path`` through a temporary file in the same folder, so ``path`` is never partial."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=".summarize-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are a single line on stderr (exit 2), without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def main(argv=None):
+    parser = OneLineParser(prog=PROG, description="Summarize a per-request TTFT measurement (JSONL) into JSON.")
+    parser.add_argument("source", metavar="IN.jsonl", help="the measurement, one JSON object per line")
+    parser.add_argument("target", metavar="OUT.json", help="the summary; written only when IN is valid")
+    args = parser.parse_args(argv)
+    source, target = args.source, args.target
+
+    def warn(message):
+        sys.stderr.write(f"{PROG}: warning: {message}\n")
+
+    try:
+        summary = summarize(read_samples(source), warn)
+        if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
+            raise InputError(f"{target}: output folder does not exist")
+        write_atomically(target, json.dumps(summary, indent=2) + "\n")
+    except InputError as error:
+        sys.stderr.write(f"{PROG}: error: {error}\n")
+        return 1
+    except OSError as error:
+        sys.stderr.write(f"{PROG}: error: {target}: cannot write: {error.strerror}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

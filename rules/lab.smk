@@ -1,0 +1,51 @@
+# The lab's simulator artifacts: single scenario runs and grid sweeps (one job per grid point).
+
+
+rule lab_run:
+    input:
+        script="kvlab/scenario.py",
+        simulator="kvlab/kvsim.py",
+    output:
+        "results/{run}.json",
+    log:
+        "logs/lab_run/{run}.log",
+    wildcard_constraints:
+        run=pipeline.name_pattern(config["runs"]),
+    params:
+        args=run_args,
+    shell:
+        "python {input.script} {params.args} > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+
+
+rule sweep_point:
+    input:
+        script="kvlab/scenario.py",
+        simulator="kvlab/kvsim.py",
+    output:
+        pipeline.sweep_point_path("{sweep}", "{value}"),
+    log:
+        "logs/sweep_point/{sweep}/{value}.log",
+    wildcard_constraints:
+        sweep=pipeline.name_pattern(config["sweeps"]),
+        value=r"\d+",
+    params:
+        args=sweep_point_args,
+    shell:
+        "python {input.script} {params.args} > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+
+
+rule sweep_collect:
+    input:
+        points=sweep_points,
+        code="kvlab/collect_sweep.py",
+    output:
+        "results/{sweep}.json",
+    log:
+        "logs/sweep_collect/{sweep}.log",
+    wildcard_constraints:
+        sweep=pipeline.name_pattern(config["sweeps"]),
+    params:
+        record=sweep_record,
+    shell:
+        "python -m kvlab.collect_sweep --pass {params.record[pass]} --value {params.record[value]}"
+        " --out {output} {input.points} 2> {log}"

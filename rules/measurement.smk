@@ -1,0 +1,38 @@
+# The measurement: the SYNTHETIC example generator, the byte-for-byte copy, and the summary.
+
+
+rule example_measurement:
+    input:
+        code="kvlab/example_measurement.py",
+        simulator="kvlab/kvsim.py",
+    output:
+        pipeline.EXAMPLE_MEASUREMENT,
+    log:
+        "logs/example_measurement.log",
+    params:
+        args=pipeline.example_measurement_args(config),
+    shell:
+        "python -m kvlab.example_measurement {params.args} --out {output} 2> {log}"
+
+
+rule measurement_copy:
+    input:
+        config["measurement"]["source"],
+    output:
+        "results/ttft.jsonl",
+    log:
+        "logs/measurement_copy.log",
+    shell:
+        "cp {input} {output}.tmp 2> {log} && mv {output}.tmp {output}"
+
+
+rule measured:
+    input:
+        script="kvlab/summarize.py",
+        measurement="results/ttft.jsonl",
+    output:
+        "results/measured.json",
+    log:
+        "logs/measured.log",
+    shell:
+        "python {input.script} {input.measurement} {output} 2> {log}"
