@@ -24,7 +24,8 @@ class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose errors are a single line on stderr (exit 2), without the usage block."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        one_line = message.replace("\n", "\\n")  # a bad argument may itself contain a newline
+        self.exit(2, f"{self.prog}: error: {one_line}\n")
 
 
 def non_negative_int(text):

@@ -133,7 +133,8 @@ class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose errors are a single line on stderr (exit 2), without the usage block."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        one_line = message.replace("\n", "\\n")  # a bad argument may itself contain a newline
+        self.exit(2, f"{self.prog}: error: {one_line}\n")
 
 
 def main(argv=None):
@@ -143,20 +144,23 @@ def main(argv=None):
     args = parser.parse_args(argv)
     source, target = args.source, args.target
 
-    def warn(message):
-        sys.stderr.write(f"{PROG}: warning: {message}\n")
-
+    warnings = []  # shown only when the summary is written, so an error stays the one line on stderr
     try:
-        summary = summarize(read_samples(source), warn)
+        summary = summarize(read_samples(source), warnings.append)
         if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
             raise InputError(f"{target}: output folder does not exist")
-        write_atomically(target, json.dumps(summary, indent=2) + "\n")
+        try:
+            text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
+        except ValueError:
+            raise InputError(f"{source}: a statistic or ratio overflows (ttft_ms values too large)") from None
+        write_atomically(target, text)
     except InputError as error:
         sys.stderr.write(f"{PROG}: error: {error}\n")
         return 1
     except OSError as error:
         sys.stderr.write(f"{PROG}: error: {target}: cannot write: {error.strerror}\n")
         return 1
+    sys.stderr.writelines(f"{PROG}: warning: {message}\n" for message in warnings)
     return 0
 
 

@@ -14,7 +14,7 @@ rule lab_run:
     params:
         args=run_args,
     shell:
-        "python {input.script} {params.args} > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule sweep_point:
@@ -31,7 +31,7 @@ rule sweep_point:
     params:
         args=sweep_point_args,
     shell:
-        "python {input.script} {params.args} > {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule sweep_collect:
@@ -48,4 +48,4 @@ rule sweep_collect:
         record=sweep_record,
     shell:
         "python -m kvlab.collect_sweep --pass {params.record[pass]} --value {params.record[value]}"
-        " --out {output} {input.points} 2> {log}"
+        " --out {output:q} {input.points:q} 2> {log:q}"

@@ -12,7 +12,7 @@ rule example_measurement:
     params:
         args=pipeline.example_measurement_args(config),
     shell:
-        "python -m kvlab.example_measurement {params.args} --out {output} 2> {log}"
+        "python -m kvlab.example_measurement {params.args} --out {output:q} 2> {log:q}"
 
 
 rule measurement_copy:
@@ -23,7 +23,7 @@ rule measurement_copy:
     log:
         "logs/measurement_copy.log",
     shell:
-        "cp {input} {output}.tmp 2> {log} && mv {output}.tmp {output}"
+        "cp {input:q} {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule measured:
@@ -35,4 +35,4 @@ rule measured:
     log:
         "logs/measured.log",
     shell:
-        "python {input.script} {input.measurement} {output} 2> {log}"
+        "python {input.script:q} {input.measurement:q} {output:q} 2> {log:q}"

@@ -1,0 +1,316 @@
+"""Tests of kvlab/scenario.py (SPEC.md steps 2, 3, 4, 6, 7): the command line, its one JSON document,
+the lab's expected numbers (derived by hand below), bad arguments, and the script copied alone.
+
+Hand derivation for the defaults (every document 5011 tokens): a room of R tokens holds R // 5011
+documents, so GPU 21520 holds 4, GPU 50109 holds 9, GPU 50110 holds all 10 (10 * 5011 = 50110),
+CPU 56000 holds 11 (i.e. all 10). Reading 0..9 cyclically through an LRU that holds fewer than
+10 evicts each document just before it is needed again: zero hits (the cliff).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvlab import scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+KVLAB = ROOT / "kvlab"
+SCRIPT = KVLAB / "scenario.py"
+PASS_KEYS = ["order", "gpu_hits", "cpu_hits", "misses", "hit_docs"]
+
+
+def run_cli(*args, script=SCRIPT, cwd=ROOT, env=None):
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def run_ok(*args, **kwargs):
+    """Run the script, check the one-JSON-document contract, and return the parsed document."""
+    proc = run_cli(*args, **kwargs)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    document = json.loads(proc.stdout)  # the whole stdout: raises on anything printed besides one document
+    assert list(document) == ["passes"]
+    for item in document["passes"]:
+        assert list(item) == PASS_KEYS
+        assert item["order"] in ("fwd", "rev")
+        for key in ("gpu_hits", "cpu_hits", "misses"):
+            assert type(item[key]) is int
+        assert type(item["hit_docs"]) is list
+        assert all(type(doc) is int for doc in item["hit_docs"])
+    return document
+
+
+def replay(gpu, cpu, docs, tokens, passes):
+    """Independent brute-force replay. All documents have the same size, so a room of R tokens is
+    R // tokens slots (unbounded when tokens == 0) and each tier is a list of documents, oldest first."""
+
+    def slots(room):
+        return None if tokens == 0 else room // tokens
+
+    gpu_slots, cpu_slots = slots(gpu), slots(cpu)
+    gpu_docs, cpu_docs = [], []
+
+    def lru_access(stored, limit, doc):
+        if doc in stored:
+            stored.remove(doc)
+            stored.append(doc)
+            return
+        if limit is not None:
+            if limit == 0:
+                return
+            if len(stored) >= limit:
+                del stored[0]
+        stored.append(doc)
+
+    out = []
+    for order in passes:
+        reading = list(range(docs)) if order == "fwd" else list(reversed(range(docs)))
+        gpu_hits = cpu_hits = misses = 0
+        hit_docs = []
+        for doc in reading:
+            if doc in gpu_docs:
+                lru_access(gpu_docs, gpu_slots, doc)
+                gpu_hits += 1
+                hit_docs.append(doc)
+            elif doc in cpu_docs:
+                lru_access(cpu_docs, cpu_slots, doc)
+                lru_access(gpu_docs, gpu_slots, doc)
+                cpu_hits += 1
+                hit_docs.append(doc)
+            else:
+                lru_access(gpu_docs, gpu_slots, doc)
+                lru_access(cpu_docs, cpu_slots, doc)
+                misses += 1
+        out.append({"order": order, "gpu_hits": gpu_hits, "cpu_hits": cpu_hits, "misses": misses, "hit_docs": hit_docs})
+    return {"passes": out}
+
+
+def p(order, gpu_hits, cpu_hits, misses, hit_docs):
+    return {"order": order, "gpu_hits": gpu_hits, "cpu_hits": cpu_hits, "misses": misses, "hit_docs": hit_docs}
+
+
+# --------------------------------------------------------------------------------------------
+# The lab's numbers, derived by hand
+# --------------------------------------------------------------------------------------------
+
+
+def test_defaults_baseline():
+    # GPU holds 4 documents; after pass 1 and pass 2 (both all-miss) it holds 6, 7, 8, 9,
+    # which the reverse pass reads first.
+    assert run_ok() == {
+        "passes": [
+            p("fwd", 0, 0, 10, []),
+            p("fwd", 0, 0, 10, []),
+            p("rev", 4, 0, 6, [9, 8, 7, 6]),
+        ]
+    }
+
+
+def test_cyclic():
+    assert run_ok("--passes", "fwd,fwd") == {"passes": [p("fwd", 0, 0, 10, []), p("fwd", 0, 0, 10, [])]}
+
+
+def test_explicit_defaults_equal_defaults():
+    explicit = run_cli("--gpu", "21520", "--docs", "10", "--tokens", "5011", "--passes", "fwd,fwd,rev")
+    assert explicit.returncode == 0
+    assert explicit.stdout == run_cli().stdout
+
+
+def test_offload():
+    # CPU holds all 10: pass 2 loads every document from the CPU; the GPU again ends with 6..9,
+    # so the reverse pass is 4 GPU hits (9, 8, 7, 6) then 6 CPU loads (5 .. 0).
+    assert run_ok("--gpu", "21520", "--cpu", "56000", "--passes", "fwd,fwd,rev") == {
+        "passes": [
+            p("fwd", 0, 0, 10, []),
+            p("fwd", 0, 10, 0, list(range(10))),
+            p("rev", 4, 6, 0, [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]),
+        ]
+    }
+
+
+def test_offload_is_default_passes():
+    assert run_cli("--cpu", "56000").stdout == run_cli("--cpu", "56000", "--passes", "fwd,fwd,rev").stdout
+
+
+@pytest.mark.parametrize("gpu, hits", [(21520, 0), (30000, 0), (40000, 0), (45000, 0), (50109, 0), (50110, 10)])
+def test_cliff(gpu, hits):
+    first, second = run_ok("--gpu", str(gpu), "--passes", "fwd,fwd")["passes"]
+    assert first == p("fwd", 0, 0, 10, [])
+    assert second["gpu_hits"] + second["cpu_hits"] == hits
+    assert second["cpu_hits"] == 0  # no CPU tier
+    assert second["misses"] == 10 - hits
+    assert second["hit_docs"] == list(range(hits))
+
+
+@pytest.mark.parametrize(
+    "cpu, misses", [(0, 10), (20000, 10), (30000, 10), (40000, 10), (50109, 10), (50110, 0), (56000, 0)]
+)
+def test_cpu_cliff(cpu, misses):
+    first, second = run_ok("--gpu", "21520", "--cpu", str(cpu), "--passes", "fwd,fwd")["passes"]
+    assert first == p("fwd", 0, 0, 10, [])
+    assert second["misses"] == misses
+    assert second["gpu_hits"] == 0  # the GPU (4 docs) never helps a cyclic pass of 10
+    assert second["cpu_hits"] == 10 - misses
+    assert second["hit_docs"] == list(range(10 - misses))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--passes", "fwd,fwd"],
+        ["--gpu", "50110", "--passes", "fwd,rev,fwd"],
+        ["--tokens", "0"],
+        ["--docs", "0"],
+        ["--gpu", "0", "--passes", "rev,rev"],
+    ],
+)
+def test_cpu_zero_equals_no_cpu(args):
+    without = run_cli(*args)
+    with_zero = run_cli(*args, "--cpu", "0")
+    assert without.returncode == with_zero.returncode == 0
+    assert without.stdout == with_zero.stdout
+    assert without.stderr == with_zero.stderr == ""
+    assert all(item["cpu_hits"] == 0 for item in json.loads(without.stdout)["passes"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--cpu", "56000"],
+        ["--gpu", "0", "--cpu", "12", "--docs", "5", "--tokens", "3", "--passes", "rev,fwd,rev,fwd"],
+        ["--gpu", "7", "--cpu", "7", "--docs", "4", "--tokens", "0", "--passes", "fwd"],
+        ["--docs", "0", "--passes", "rev"],
+        ["--gpu", "15033", "--cpu", "30066", "--docs", "12", "--passes", "fwd,rev,rev,fwd"],
+    ],
+)
+def test_cli_matches_replay(args):
+    params = {"gpu": 21520, "cpu": 0, "docs": 10, "tokens": 5011, "passes": ["fwd", "fwd", "rev"]}
+    for option, value in zip(args[::2], args[1::2], strict=True):
+        name = option.removeprefix("--")
+        params[name] = value.split(",") if name == "passes" else int(value)
+    assert run_ok(*args) == replay(**params)
+
+
+# --------------------------------------------------------------------------------------------
+# run() in-process against the brute-force replay
+# --------------------------------------------------------------------------------------------
+
+
+def test_replay_model_sanity():
+    """The model reproduces the hand-derived lab numbers (so it is not vacuously agreeing with run())."""
+    assert replay(21520, 0, 10, 5011, ["fwd", "fwd", "rev"])["passes"][2] == p("rev", 4, 0, 6, [9, 8, 7, 6])
+    assert replay(21520, 56000, 10, 5011, ["fwd", "fwd"])["passes"][1] == p("fwd", 0, 10, 0, list(range(10)))
+    assert replay(50109, 0, 10, 5011, ["fwd", "fwd"])["passes"][1]["misses"] == 10
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(
+    gpu=st.integers(min_value=0, max_value=60),
+    cpu=st.integers(min_value=0, max_value=80),
+    docs=st.integers(min_value=0, max_value=9),
+    tokens=st.integers(min_value=0, max_value=12),
+    passes=st.lists(st.sampled_from(["fwd", "rev"]), max_size=5),
+)
+def test_run_matches_replay(gpu, cpu, docs, tokens, passes):
+    result = scenario.run(gpu, cpu, docs, tokens, passes)
+    expected = replay(gpu, cpu, docs, tokens, passes)
+    assert result == expected
+    assert json.loads(json.dumps(result)) == result
+    for item in result["passes"]:
+        assert list(item) == PASS_KEYS
+        assert item["gpu_hits"] + item["cpu_hits"] + item["misses"] == docs
+        assert len(item["hit_docs"]) == item["gpu_hits"] + item["cpu_hits"]
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    gpu=st.integers(min_value=0, max_value=60),
+    docs=st.integers(min_value=0, max_value=9),
+    tokens=st.integers(min_value=0, max_value=12),
+    passes=st.lists(st.sampled_from(["fwd", "rev"]), max_size=5),
+)
+def test_run_cpu_zero_has_no_cpu_hits(gpu, docs, tokens, passes):
+    result = scenario.run(gpu, 0, docs, tokens, passes)
+    assert all(item["cpu_hits"] == 0 for item in result["passes"])
+    assert result == replay(gpu, 0, docs, tokens, passes)
+
+
+# --------------------------------------------------------------------------------------------
+# Bad arguments
+# --------------------------------------------------------------------------------------------
+
+BAD_NUMBERS = ["-1", "-5011", "1.5", "abc", "1e3", ""]
+BAD_PASSES = ["fwd,bwd", "FWD", "fwd,,rev", "", "fwd,", "fwd rev", "-1"]
+BAD_CASES = (
+    [[option, value] for option in ("--gpu", "--cpu", "--docs", "--tokens") for value in BAD_NUMBERS]
+    + [[f"{option}={value}"] for option in ("--gpu", "--cpu", "--docs", "--tokens") for value in ("-1", "1.5", "abc")]
+    + [["--passes", value] for value in BAD_PASSES]
+    + [[f"--passes={value}"] for value in ("fwd,bwd", "FWD", "fwd,,rev")]
+    + [["--gpu"], ["--passes"], ["--no-such-option"], ["extra"], ["two\nlines"], ["--passes", "fwd\nrev"]]
+)
+
+
+@pytest.mark.parametrize("args", BAD_CASES, ids=repr)
+def test_bad_arguments(args):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert proc.stderr.endswith("\n")
+    assert "error" in lines[0]
+
+
+def test_bad_argument_with_otherwise_good_ones():
+    proc = run_cli("--gpu", "50110", "--cpu", "56000", "--passes", "fwd,bwd")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1
+    assert "error" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# The scripts copied alone
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["--passes", "fwd,fwd"], [], ["--cpu", "56000"]])
+def test_standalone_copy(tmp_path, args):
+    for name in ("kvsim.py", "scenario.py", "summarize.py"):
+        shutil.copy(KVLAB / name, tmp_path / name)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    alone = subprocess.run(
+        [sys.executable, "scenario.py", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stderr == ""
+    from_repo = run_cli(*args)
+    assert from_repo.returncode == 0
+    assert alone.stdout == from_repo.stdout
+    json.loads(alone.stdout)
+    assert sorted(path.name for path in tmp_path.iterdir() if path.is_file()) == [
+        "kvsim.py",
+        "scenario.py",
+        "summarize.py",
+    ]
