@@ -4,12 +4,12 @@ Each point file is ``scenario.py``'s output for one grid value and is named afte
 (``work/sweeps/cliff/30000.json``); the collector records one pass's hits or misses per point.
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from kvlab.files import write_json
+from kvlab.scenario import OneLineParser
 
 VALUES = {
     "hits": lambda counts: counts["gpu_hits"] + counts["cpu_hits"],
@@ -35,7 +35,7 @@ def collect(points, pass_number, value):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="collect_sweep", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="collect_sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--pass", dest="pass_number", type=int, required=True, help="which pass to record (1-based)")
     parser.add_argument("--value", choices=sorted(VALUES), required=True, help="what to record of that pass")
     parser.add_argument("--out", required=True, help="the sweep artifact to write")

@@ -23,6 +23,7 @@ import sys
 
 from kvlab.files import write_atomically
 from kvlab.kvsim import TwoTierCache
+from kvlab.scenario import OneLineParser
 
 TIERS = ("gpu_hit", "cpu_load", "recompute")
 LATENCIES = (*TIERS, "store_overhead", "decode")
@@ -76,7 +77,7 @@ def generate(configs, passes, docs, tokens, latency, jitter, seed):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="example_measurement", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="example_measurement", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=named_pair, action="append", required=True, metavar="NAME:GPU,CPU")
     parser.add_argument(
         "--pass", dest="passes", type=named_pair, action="append", required=True, metavar="NAME:fwd|rev"

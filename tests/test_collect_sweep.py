@@ -63,3 +63,16 @@ def test_cli_bad_point_is_one_line_and_no_output(tmp_path):
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1 and "5.json" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("bad", [["--pass", "x"], ["--value", "ratio"], []])
+def test_cli_bad_arguments_are_one_line(tmp_path, bad):
+    point = write_point(tmp_path, 1, gpu=1, cpu=0, docs=1, tokens=1, passes=["fwd"])
+    args = {"--pass": "1", "--value": "hits", **dict(zip(bad[::2], bad[1::2], strict=True))}
+    if not bad:
+        args.pop("--value")
+    out = tmp_path / "sweep.json"
+    done = run_python("-m", "kvlab.collect_sweep", *[x for pair in args.items() for x in pair], "--out", out, point)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "error" in done.stderr
+    assert not out.exists()

@@ -91,5 +91,5 @@ def test_cli_rejects_bad_arguments(tmp_path, config, bad):
     out = tmp_path / "x.jsonl"
     done = run_python("-m", "kvlab.example_measurement", *args, *bad, "--out", out)
     assert done.returncode == 2
-    assert "error" in done.stderr
+    assert "error" in done.stderr and done.stderr.count("\n") == 1
     assert not out.exists()
