@@ -12,29 +12,20 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import KVLAB, ROOT, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab import scenario
 
-ROOT = Path(__file__).resolve().parents[1]
-KVLAB = ROOT / "kvlab"
 SCRIPT = KVLAB / "scenario.py"
 PASS_KEYS = ["order", "gpu_hits", "cpu_hits", "misses", "hit_docs"]
 
 
 def run_cli(*args, script=SCRIPT, cwd=ROOT, env=None):
-    return subprocess.run(
-        [sys.executable, str(script), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_python(script, *args, cwd=cwd, env=env, timeout=60)
 
 
 def run_ok(*args, **kwargs):

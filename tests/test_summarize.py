@@ -5,7 +5,6 @@ list, the mean exactly with ``fractions.Fraction``. The CLI is exercised through
 hypothesis property test loads the script in-process by its path (it is standard library only).
 """
 
-import importlib.util
 import json
 import random
 import re
@@ -17,24 +16,16 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from conftest import KVLAB, ROOT, run_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-SCRIPT = Path(__file__).parents[1] / "kvlab" / "summarize.py"
+from kvlab import summarize as summarize_module
+
+SCRIPT = KVLAB / "summarize.py"
 CONFIGS = ("baseline", "lmcache")
 FIELDS = ("config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms")
 PASSES = ("pass1-cold", "pass2-replay", "pass3-reverse")
-
-
-def load_module():
-    """Import summarize.py from its path, so the test does not depend on sys.path or on kvlab being a package."""
-    spec = importlib.util.spec_from_file_location("kvlab_summarize_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-summarize_module = load_module()
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -67,16 +58,8 @@ def write_lines(path, lines, newline="\n", trailing=True):
     return path
 
 
-def run_cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        cwd=cwd,
-        timeout=60,
-    )
+def run_cli(*args, cwd=ROOT):
+    return run_python(SCRIPT, *args, cwd=cwd, encoding="utf-8", errors="replace", timeout=60)
 
 
 def hand_median(values):
