@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SNAKEMAKE := $(BIN)/snakemake
 
-.PHONY: run test lint format clean
+.PHONY: run test lint format bench clean
 
 run: $(VENV)/.run-installed
 	$(SNAKEMAKE)
@@ -17,6 +17,10 @@ test: $(VENV)/.dev-installed
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -q tests/test_workflow.py -k "lint or snakefmt or ruff"
+
+# Replay speed beside a bare OrderedDict loop (bench/replay_speed.py); TRACE=path for another trace.
+bench: $(VENV)/.run-installed
+	$(BIN)/python bench/replay_speed.py $(if $(TRACE),--trace $(TRACE))
 
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff format .

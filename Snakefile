@@ -17,6 +17,7 @@ envvars:
 include: "rules/common.smk"
 include: "rules/lab.smk"
 include: "rules/measurement.smk"
+include: "rules/replay.smk"
 
 
 rule all:

@@ -44,7 +44,7 @@ def main(argv=None):
     try:
         folded = collect(args.points, args.pass_number, args.value)
     except (OSError, ValueError) as error:
-        parser.exit(1, f"collect_sweep: error: {error}\n")
+        parser.fail(str(error))
     write_json(args.out, folded)
     return 0
 

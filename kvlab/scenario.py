@@ -24,8 +24,12 @@ class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose errors are a single line on stderr (exit 2), without the usage block."""
 
     def error(self, message):
-        one_line = message.replace("\n", "\\n")  # a bad argument may itself contain a newline
-        self.exit(2, f"{self.prog}: error: {one_line}\n")
+        self.fail(message, status=2)
+
+    def fail(self, message, status=1):
+        """Exit with ``status`` and one error line (also for bad input found after the arguments parsed)."""
+        one_line = message.replace("\n", "\\n")  # a bad argument or file name may itself contain a newline
+        self.exit(status, f"{self.prog}: error: {one_line}\n")
 
 
 def non_negative_int(text):

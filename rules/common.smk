@@ -29,3 +29,25 @@ def sweep_points(wildcards):
 
 def sweep_record(wildcards):
     return config["sweeps"][wildcards.sweep]["record"]
+
+
+def replay_inputs(wildcards):
+    """The replay's code, and the trace file of a trace workload (so that a new trace reruns it)."""
+    inputs = {
+        "script": "kvlab/replay.py",
+        "code": ["kvlab/prefix_cache.py", "kvlab/workloads.py", "kvlab/kvsim.py"],
+    }
+    trace = pipeline.replay_trace(config, wildcards.workload)
+    if trace is not None:
+        inputs["trace"] = trace
+    return inputs
+
+
+def replay_args(wildcards):
+    return pipeline.replay_args(
+        config, wildcards.workload, wildcards.gpu, wildcards.cpu, wildcards.block
+    )
+
+
+def replay_points(wildcards):
+    return pipeline.replay_points(config, wildcards.workload)

@@ -9,7 +9,7 @@ from conftest import SCHEMA
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline, scenario
+from kvlab import pipeline, replay, scenario
 
 
 def test_committed_config_is_valid(config):
@@ -68,6 +68,26 @@ BAD_VALUES = {
     "example pass order": setter(["example_measurement", "passes", "pass1-cold"], "forward"),
     "example config without cpu": deleter(["example_measurement", "configs", "lmcache", "cpu"]),
     "missing example seed": deleter(["example_measurement", "seed"]),
+    "missing replay section": deleter(["replay"]),
+    "unknown replay source": setter(["replay", "workloads", "lab", "source"], "sharegpt"),
+    "replay workload without source": deleter(["replay", "workloads", "lab", "source"]),
+    "setting of another source": setter(["replay", "workloads", "lab", "num_documents"], 3),
+    "unknown long_doc_qa setting": setter(["replay", "workloads", "long_doc_qa", "docs"], 3),
+    "unknown repeat mode": setter(["replay", "workloads", "long_doc_qa", "repeat_mode"], "zigzag"),
+    "lab document of 0 tokens": setter(["replay", "workloads", "lab", "tokens"], 0),
+    "mooncake without trace": setter(["replay", "workloads", "trace"], {"source": "mooncake"}),
+    "mooncake with a lab setting": setter(
+        ["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl", "docs": 3}
+    ),
+    "block of 0 tokens": setter(["replay", "rooms", "block_tokens"], [0, 256]),
+    "empty room grid": setter(["replay", "rooms", "gpu_tokens"], []),
+    "duplicate room": setter(["replay", "rooms", "cpu_tokens"], [0, 0]),
+    "negative room": setter(["replay", "rooms", "cpu_tokens"], [-1]),
+    "rooms without cpu grid": deleter(["replay", "rooms", "cpu_tokens"]),
+    "unknown room grid": setter(["replay", "rooms", "ram_tokens"], [1]),
+    "unknown partial-block rule": setter(["replay", "partial_blocks"], "round"),
+    "unknown eviction order": setter(["replay", "workloads", "lab", "eviction_order"], "random"),
+    "bad workload name": setter(["replay", "workloads", "Lab-2"], {"source": "lab"}),
 }
 
 
@@ -89,6 +109,10 @@ CROSS_FIELD = {
         "sweeps.cliff.record.pass is 3",
     ),
     "varied setting also fixed": (setter(["sweeps", "cpu_cliff", "fixed", "cpu"], 0), "sweeps.cpu_cliff varies 'cpu'"),
+    "mooncake block not a multiple of 512": (
+        setter(["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl"}),
+        "replay.workloads.trace is a Mooncake trace, its block_tokens must be multiples of 512, got 16",
+    ),
 }
 
 
@@ -155,3 +179,47 @@ def test_name_pattern_matches_exactly_the_names():
     assert pattern.match("cliff") and pattern.match("cpu_cliff")
     assert not pattern.match("measured") and not pattern.match("cliffs")
     assert not re.match(f"^(?:{pipeline.name_pattern([])})$", "anything")
+
+
+def parse_replay(args):
+    """Parse a generated replay.py command line with replay.py's own parser."""
+    return replay.build_parser().parse_args(shlex.split(args))
+
+
+def test_replay_args_carry_the_workload_settings_and_the_point(config):
+    config["replay"]["workloads"]["lab"]["eviction_order"] = "head-first"  # a workload may override
+    for name, spec in config["replay"]["workloads"].items():
+        args = parse_replay(pipeline.replay_args(config, name, "21520", "0", "256"))
+        assert (args.workload, args.gpu_tokens, args.cpu_tokens, args.block_tokens) == (spec["source"], 21520, 0, 256)
+        workload = replay.make_workload(args)
+        for key, value in spec.items():
+            if key not in ("source", "rooms", "partial_blocks", "eviction_order"):
+                assert getattr(workload, key) == value, key
+        assert args.partial_blocks == config["replay"]["partial_blocks"]
+        assert args.eviction_order == spec.get("eviction_order", config["replay"]["eviction_order"])
+
+
+def test_replay_args_quote_a_trace_path(config):
+    config["replay"]["workloads"]["trace"] = {"source": "mooncake", "trace": "my traces/a b.jsonl"}
+    args = parse_replay(pipeline.replay_args(config, "trace", "1", "2", "512"))
+    assert args.trace == "my traces/a b.jsonl"
+    assert pipeline.replay_trace(config, "trace") == "my traces/a b.jsonl"
+    assert pipeline.replay_trace(config, "lab") is None
+
+
+def test_replay_points_cover_the_grid_block_outermost(config):
+    config["replay"]["rooms"] = {"gpu_tokens": [2, 1], "cpu_tokens": [0, 5], "block_tokens": [16, 8]}
+    config["replay"]["workloads"]["lab"]["rooms"] = {"cpu_tokens": [7]}  # a workload overrides one grid
+    expected = [(16, 2, 0), (16, 2, 5), (16, 1, 0), (16, 1, 5), (8, 2, 0), (8, 2, 5), (8, 1, 0), (8, 1, 5)]
+    assert pipeline.replay_points(config, "long_doc_qa") == [
+        pipeline.replay_point_path("long_doc_qa", gpu, cpu, block) for block, gpu, cpu in expected
+    ]
+    assert pipeline.replay_points(config, "lab") == [
+        pipeline.replay_point_path("lab", gpu, 7, block) for block in (16, 8) for gpu in (2, 1)
+    ]
+
+
+def test_all_targets_include_one_replay_table_per_workload(config):
+    targets = pipeline.all_targets(config)
+    for name in config["replay"]["workloads"]:
+        assert pipeline.replay_table_path(name) in targets

@@ -89,6 +89,49 @@ def test_appending_a_grid_value_reruns_only_that_point_and_its_collector(regener
     assert "Nothing to be done" in "".join(snakemake(copy, "--dry-run").stdout)
 
 
+def test_appending_a_replay_room_reruns_only_the_new_points_and_the_tables(regenerated, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(regenerated, copy)
+    outputs = [p for p in (copy / "results").rglob("*") if p.is_file()]
+    before = {p: p.stat().st_mtime_ns for p in outputs}
+    config = (copy / "config.yaml").read_text(encoding="utf-8")
+    grid = "    gpu_tokens: [21520, 45000, 48000, 50110]\n"
+    assert grid in config
+    (copy / "config.yaml").write_text(
+        config.replace(grid, "    gpu_tokens: [21520, 45000, 48000, 50110, 30000]\n"), encoding="utf-8"
+    )
+
+    done = snakemake(copy)
+
+    changed = sorted(str(p.relative_to(copy)) for p, mtime in before.items() if p.stat().st_mtime_ns != mtime)
+    assert changed == ["results/replay/lab.csv", "results/replay/long_doc_qa.csv"]
+    new_points = sorted((copy / "results" / "replay").rglob("gpu30000-*.json"))
+    assert len(new_points) == 2 * 3 * 3  # two workloads x three CPU rooms x three block sizes
+    assert f"{len(new_points) + 3} of {len(new_points) + 3} steps" in done.stdout + done.stderr  # + 2 tables + all
+
+
+def test_a_mooncake_trace_is_one_config_entry(regenerated, tmp_path):
+    """A trace workload named in config.yaml replays from its path; the artifact names only the file."""
+    copy = tmp_path / "copy"
+    shutil.copytree(regenerated, copy)
+    trace = ROOT.parent / "shared" / "traces" / "mooncake" / "synthetic_trace.jsonl"
+    entry = (
+        "    synthetic:\n      source: mooncake\n"
+        f"      trace: {trace}\n"
+        "      rooms: {gpu_tokens: [1000000], cpu_tokens: [0, 10000000], block_tokens: [512, 1024]}\n"
+    )
+    with (copy / "config.yaml").open("a", encoding="utf-8") as config:
+        config.write(entry)
+
+    snakemake(copy)
+
+    table = (copy / "results" / "replay" / "synthetic.csv").read_text(encoding="utf-8")
+    assert len(table.splitlines()) == 1 + 4 * 2  # header + 4 points x (all + the trace round)
+    point = (copy / "results" / "replay" / "synthetic" / "gpu1000000-cpu10000000-block512.json").read_text()
+    assert '"trace": "synthetic_trace.jsonl"' in point and str(trace.parent) not in point
+    assert '"block_accesses": 121877' in point
+
+
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [

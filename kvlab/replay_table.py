@@ -1,0 +1,66 @@
+"""Fold the replay points of one workload into one CSV table: a row per (point, round), "all" first.
+
+Each point file is ``replay.py``'s JSON output for one (GPU, CPU, block) point; the table keeps the
+order of the files (the grid order) and adds the cache settings in front of each row.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from kvlab.files import write_atomically
+from kvlab.scenario import OneLineParser
+
+SETTINGS = ("block_tokens", "gpu_tokens", "cpu_tokens", "partial_blocks", "eviction_order")
+FIGURES = (
+    "requests",
+    "block_accesses",
+    "input_tokens",
+    "gpu_hit_tokens",
+    "cpu_hit_tokens",
+    "computed_tokens",
+    "token_hit_ratio",
+    "gpu_hit_blocks",
+    "cpu_hit_blocks",
+    "computed_blocks",
+    "block_hit_ratio",
+)
+COLUMNS = (*SETTINGS, "round", *FIGURES)
+
+
+def table_rows(points):
+    """One dict per (point, round) in the order of ``points``; ValueError naming the file if one is not a replay."""
+    rows = []
+    for point in points:
+        path = Path(point)
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+            settings = {key: result["cache"][key] for key in SETTINGS}
+            rounds = [{"round": "all", **result}, *result["rounds"]]
+            rows += [{**settings, "round": one["round"], **{key: one[key] for key in FIGURES}} for one in rounds]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}: not a replay.py output") from None
+    return rows
+
+
+def table_csv(points):
+    import pandas as pd
+
+    return pd.DataFrame(table_rows(points), columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n")
+
+
+def main(argv=None):
+    parser = OneLineParser(prog="replay_table", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="the CSV table to write")
+    parser.add_argument("points", nargs="+", help="replay.py outputs, in grid order")
+    args = parser.parse_args(argv)
+    try:
+        text = table_csv(args.points)
+    except (OSError, ValueError) as error:
+        parser.fail(str(error))
+    write_atomically(args.out, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

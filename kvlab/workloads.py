@@ -1,0 +1,317 @@
+"""Workload sources for the block-level replay: each reader turns its own input into requests.
+
+A request is the chain of block keys of its prompt plus its length in tokens. Block ``i``'s key
+stands for the whole prefix up to block ``i`` (as a prefix-cache hash does), so two requests share
+a block only if they share everything before it. Every block is ``block_tokens`` long except
+perhaps the last. Requests belong to rounds (the lab's passes, long_doc_qa's warm-up and query
+rounds); the replay reports each round apart.
+
+A new source is one :class:`Workload` subclass (its options, its rounds, its ``requests``) and one
+line in :data:`WORKLOADS`.
+"""
+
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = ["WORKLOADS", "Option", "Request", "Workload", "WorkloadError", "repeat_documents"]
+
+MOONCAKE_BLOCK_TOKENS = 512
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+REPEAT_MODES = ("tile", "interleave", "random")
+ORDERS = ("fwd", "rev")
+
+
+class WorkloadError(ValueError):
+    """Bad workload input or settings; the message is the whole one-line explanation."""
+
+
+class Request(NamedTuple):
+    round: int  # index into the workload's rounds
+    label: Any  # what the per-request table shows of it: a document number, a timestamp
+    keys: list  # block keys, head first
+    tokens: int  # prompt length; every block is full but perhaps the last
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting of a source: ``--flag-name`` on the command line, ``flag_name`` in config.yaml."""
+
+    name: str
+    type: Any
+    default: Any
+    help: str
+    choices: tuple = ()
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+
+def as_int(value):
+    """``value`` as an int if it is one or its text, else None: a float or a bool is a mistake, not a number."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def whole_number(minimum):
+    """A converter to an int >= ``minimum`` (an argparse type and a settings check at once)."""
+
+    def convert(value):
+        number = as_int(value)
+        if number is None or number < minimum:
+            raise ValueError(f"expected a whole number >= {minimum}, got {value!r}")
+        return number
+
+    convert.__name__ = f"whole number >= {minimum}"
+    return convert
+
+
+def any_int(value):
+    number = as_int(value)
+    if number is None:
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return number
+
+
+def pass_list(text):
+    """``fwd,fwd,rev`` -> ``["fwd", "fwd", "rev"]`` (the lab's ``--passes``)."""
+    orders = text.split(",") if isinstance(text, str) else list(text)
+    bad = [order for order in orders if order not in ORDERS]
+    if bad or not orders:
+        raise ValueError(f"expected a comma-separated list of fwd/rev, got {text!r}")
+    return orders
+
+
+class Workload:
+    """One source of requests. Subclasses set ``name``, ``options``, ``label_name`` and the two hooks."""
+
+    name = ""
+    options: tuple[Option, ...] = ()
+    label_name = "label"
+    default_block_tokens = 256
+    rounds: list[str] = []
+
+    def __init__(self, block_tokens=None, **settings):
+        try:
+            self.block_tokens = whole_number(1)(self.default_block_tokens if block_tokens is None else block_tokens)
+        except ValueError as error:
+            raise WorkloadError(f"--block-tokens: {error}") from None
+        unknown = set(settings) - {option.name for option in self.options}
+        if unknown:
+            raise WorkloadError(f"workload {self.name!r} has no setting {sorted(unknown)[0]!r}")
+        for option in self.options:
+            value = settings.get(option.name)
+            if value is None:
+                value = option.default
+            if value is None:
+                raise WorkloadError(f"workload {self.name} needs {option.flag}")
+            try:
+                value = option.type(value)
+            except ValueError as error:
+                raise WorkloadError(f"{option.flag}: {error}") from None
+            if option.choices and value not in option.choices:
+                raise WorkloadError(f"{option.flag}: expected one of {', '.join(option.choices)}, got {value!r}")
+            setattr(self, option.name, value)
+
+    def describe(self):
+        """The settings that define this workload, as the replay's JSON shows them."""
+        return {"source": self.name, **{option.name: getattr(self, option.name) for option in self.options}}
+
+    def requests(self):
+        """Yield the requests in order (a generator: a trace is streamed, not loaded)."""
+        raise NotImplementedError
+
+    def __len__(self):
+        """Number of requests, for the progress bar (0 when unknown before reading)."""
+        return 0
+
+
+class DocumentWorkload(Workload):
+    """Documents ``0 .. n-1`` of equal length, each its own chain of blocks; rounds read them in some order."""
+
+    label_name = "document"
+
+    def document_chains(self, documents, tokens):
+        """Each document's block keys; every request of a document shares its one list (read-only)."""
+        blocks = math.ceil(tokens / self.block_tokens)
+        return [list(range(doc * blocks, (doc + 1) * blocks)) for doc in range(documents)]
+
+    def document_requests(self, order_per_round, documents, tokens):
+        chains = self.document_chains(documents, tokens)
+        for round_index, order in enumerate(order_per_round):
+            for doc in order:
+                yield Request(round_index, doc, chains[doc], tokens)
+
+
+class LabWorkload(DocumentWorkload):
+    """The lab's scenario: ``docs`` documents of ``tokens`` tokens read pass after pass (fwd/rev)."""
+
+    name = "lab"
+    options = (
+        Option("docs", whole_number(0), 10, "number of documents (default 10)"),
+        Option("tokens", whole_number(1), 5011, "tokens per document (default 5011)"),
+        Option("passes", pass_list, "fwd,fwd,rev", "comma-separated fwd/rev passes (default fwd,fwd,rev)"),
+    )
+
+    @property
+    def rounds(self):
+        return [f"pass{number}" for number in range(1, len(self.passes) + 1)]
+
+    def orders(self):
+        forward = list(range(self.docs))
+        return [forward if order == "fwd" else forward[::-1] for order in self.passes]
+
+    def requests(self):
+        return self.document_requests(self.orders(), self.docs, self.tokens)
+
+    def __len__(self):
+        return self.docs * len(self.passes)
+
+
+def repeat_documents(documents, repeat_count, mode, seed):
+    """The query round of LMCache's ``benchmarks/long_doc_qa``: its ``repeat_prompts`` ordering.
+
+    ``tile``: the whole list ``repeat_count`` times; ``interleave``: each document ``repeat_count``
+    times in a row; ``random``: the tiled list shuffled by Python's ``random`` seeded with ``seed``
+    (the benchmark calls ``random.seed(shuffle_seed)`` and then ``random.shuffle``).
+    """
+    documents = list(documents)
+    if mode == "tile":
+        return documents * repeat_count
+    if mode == "interleave":
+        return [doc for doc in documents for _ in range(repeat_count)]
+    if mode == "random":
+        repeated = documents * repeat_count
+        random.Random(seed).shuffle(repeated)
+        return repeated
+    raise WorkloadError(f"--repeat-mode: expected one of {', '.join(REPEAT_MODES)}, got {mode!r}")
+
+
+class LongDocQAWorkload(DocumentWorkload):
+    """LMCache's long_doc_qa benchmark: a warm-up round (each document once, in order), then the query round."""
+
+    name = "long_doc_qa"
+    rounds = ["warmup", "query"]
+    options = (
+        Option("num_documents", whole_number(0), 8, "number of documents (default 8, as the benchmark)"),
+        Option("document_length", whole_number(1), 20000, "tokens per document (default 20000)"),
+        Option("repeat_count", whole_number(0), 2, "times each document is queried (default 2)"),
+        Option(
+            "repeat_mode",
+            str,
+            "random",
+            "order of the query round: tile, interleave or random (default random)",
+            REPEAT_MODES,
+        ),
+        Option("shuffle_seed", any_int, 0, "seed of the random mode (default 0)"),
+    )
+
+    def orders(self):
+        documents = range(self.num_documents)
+        query = repeat_documents(documents, self.repeat_count, self.repeat_mode, self.shuffle_seed)
+        return [list(documents), query]
+
+    def requests(self):
+        return self.document_requests(self.orders(), self.num_documents, self.document_length)
+
+    def __len__(self):
+        return self.num_documents * (1 + self.repeat_count)
+
+
+class MooncakeWorkload(Workload):
+    """A Mooncake FAST'25 trace (JSONL: timestamp, input_length, output_length, hash_ids of 512-token blocks).
+
+    The file is streamed; a bad line stops the replay with ``file:line: what is wrong``. The hash IDs
+    are chained, so blocks of ``k`` x 512 tokens are keyed by the last ID of each group of ``k``.
+    """
+
+    name = "mooncake"
+    rounds = ["trace"]
+    label_name = "timestamp"
+    default_block_tokens = MOONCAKE_BLOCK_TOKENS
+    options = (Option("trace", str, None, "the trace file (JSONL)"),)
+
+    def __init__(self, block_tokens=None, **settings):
+        super().__init__(block_tokens, **settings)
+        if self.block_tokens % MOONCAKE_BLOCK_TOKENS:
+            raise WorkloadError(
+                f"--block-tokens must be a multiple of the trace's {MOONCAKE_BLOCK_TOKENS}-token blocks,"
+                f" got {self.block_tokens}"
+            )
+        self.group = self.block_tokens // MOONCAKE_BLOCK_TOKENS
+
+    def describe(self):
+        return {"source": self.name, "trace": Path(self.trace).name}  # no absolute path in an artifact
+
+    def requests(self):
+        try:
+            handle = open(self.trace, "rb")
+        except OSError as error:
+            raise WorkloadError(f"{self.trace}: cannot read: {error.strerror}") from None
+        group = self.group
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                if raw.isspace():
+                    continue
+                timestamp, tokens, ids = parse_mooncake_line(raw, f"{self.trace}:{number}")
+                if group > 1:
+                    keys = ids[group - 1 :: group]
+                    if len(ids) % group:
+                        keys.append(ids[-1])
+                    ids = keys
+                yield Request(0, timestamp, ids, tokens)
+
+
+def parse_mooncake_line(raw, where):
+    """``(timestamp, input_length, hash_ids)`` of one trace line; WorkloadError naming ``where`` if malformed."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{where}: not UTF-8 text") from None
+    except ValueError as error:  # JSONDecodeError, or an integer too long to convert
+        raise WorkloadError(f"{where}: malformed JSON ({getattr(error, 'msg', error)})") from None
+    except RecursionError:
+        raise WorkloadError(f"{where}: malformed JSON (nested too deeply)") from None
+    if type(record) is not dict:
+        raise WorkloadError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    missing = [field for field in MOONCAKE_FIELDS if field not in record]
+    if missing:
+        raise WorkloadError(f"{where}: missing field(s): {', '.join(missing)}")
+    timestamp = record["timestamp"]
+    if type(timestamp) not in (int, float) or not finite_non_negative(timestamp):
+        raise WorkloadError(f"{where}: timestamp must be a finite number >= 0, got {timestamp!r}")
+    for field in ("input_length", "output_length"):
+        if type(record[field]) is not int or record[field] < 0:
+            raise WorkloadError(f"{where}: {field} must be a whole number >= 0, got {record[field]!r}")
+    ids = record["hash_ids"]
+    if type(ids) is not list or not all(type(block) is int for block in ids):
+        raise WorkloadError(f"{where}: hash_ids must be a list of whole numbers")
+    tokens = record["input_length"]
+    blocks = -(-tokens // MOONCAKE_BLOCK_TOKENS)
+    if len(ids) != blocks:
+        raise WorkloadError(
+            f"{where}: {len(ids)} hash_ids, but input_length {tokens} makes {blocks}"
+            f" blocks of {MOONCAKE_BLOCK_TOKENS} tokens"
+        )
+    return timestamp, tokens, ids
+
+
+def finite_non_negative(number):
+    """0 <= number < inf; False for NaN and for integers beyond the float range."""
+    try:
+        return math.isfinite(number) and number >= 0
+    except OverflowError:
+        return False
+
+
+WORKLOADS = {source.name: source for source in (LabWorkload, LongDocQAWorkload, MooncakeWorkload)}

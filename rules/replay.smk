@@ -1,0 +1,34 @@
+# Block-level replay (kvlab/replay.py): one job per workload and (GPU, CPU, block) point of its
+# grid, folded into one table per workload.
+
+
+rule replay_point:
+    input:
+        unpack(replay_inputs),
+    output:
+        pipeline.replay_point_path("{workload}", "{gpu}", "{cpu}", "{block}"),
+    log:
+        "logs/replay/{workload}/gpu{gpu}-cpu{cpu}-block{block}.log",
+    wildcard_constraints:
+        workload=pipeline.name_pattern(config["replay"]["workloads"]),
+        gpu=r"\d+",
+        cpu=r"\d+",
+        block=r"\d+",
+    params:
+        args=replay_args,
+    shell:
+        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+
+
+rule replay_table:
+    input:
+        points=replay_points,
+        code="kvlab/replay_table.py",
+    output:
+        pipeline.replay_table_path("{workload}"),
+    log:
+        "logs/replay_table/{workload}.log",
+    wildcard_constraints:
+        workload=pipeline.name_pattern(config["replay"]["workloads"]),
+    shell:
+        "python -m kvlab.replay_table --out {output:q} {input.points:q} 2> {log:q}"
