@@ -9,22 +9,11 @@ import sys
 from pathlib import Path
 
 from kvlab.files import write_atomically
+from kvlab.replay import COUNTERS, figures
 from kvlab.scenario import OneLineParser
 
 SETTINGS = ("block_tokens", "gpu_tokens", "cpu_tokens", "partial_blocks", "eviction_order")
-FIGURES = (
-    "requests",
-    "block_accesses",
-    "input_tokens",
-    "gpu_hit_tokens",
-    "cpu_hit_tokens",
-    "computed_tokens",
-    "token_hit_ratio",
-    "gpu_hit_blocks",
-    "cpu_hit_blocks",
-    "computed_blocks",
-    "block_hit_ratio",
-)
+FIGURES = tuple(figures([0] * len(COUNTERS)))  # the keys replay.py reports per round, in its order
 COLUMNS = (*SETTINGS, "round", *FIGURES)
 
 
