@@ -18,9 +18,11 @@ test: $(VENV)/.dev-installed
 lint: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -q tests/test_workflow.py -k "lint or snakefmt or ruff"
 
-# Replay speed beside a bare OrderedDict loop (bench/replay_speed.py); TRACE=path for another trace.
+# Replay speed beside a bare OrderedDict loop (bench/replay_speed.py), and what each design and
+# eviction policy costs beside write-through + lru (bench/policy_speed.py); TRACE=path for another trace.
 bench: $(VENV)/.run-installed
 	$(BIN)/python bench/replay_speed.py $(if $(TRACE),--trace $(TRACE))
+	$(BIN)/python bench/policy_speed.py $(if $(TRACE),--trace $(TRACE))
 
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff format .

@@ -18,6 +18,7 @@ include: "rules/common.smk"
 include: "rules/lab.smk"
 include: "rules/measurement.smk"
 include: "rules/replay.smk"
+include: "rules/policies.smk"
 
 
 rule all:

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kvlab.prefix_cache import PrefixCache  # noqa: E402
 from kvlab.replay import replay  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
+from kvlab.write_policies import WriteThrough  # noqa: E402
 
 DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 BLOCK = 512
@@ -124,7 +124,7 @@ def main():
         for _ in range(args.repeat):  # interleaved, so all sides see the same machine
             bare_s = min(bare_s, timed(lambda gpu=gpu: bare_lru(accesses, gpu))[0])
             tiers_s = min(tiers_s, timed(lambda gpu=gpu, cpu=cpu: bare_two_tier(accesses, gpu, cpu))[0])
-            seconds, totals = timed(lambda gpu=gpu, cpu=cpu: replay(Loaded(requests), PrefixCache(gpu, cpu, BLOCK)))
+            seconds, totals = timed(lambda gpu=gpu, cpu=cpu: replay(Loaded(requests), WriteThrough(gpu, cpu, BLOCK)))
             replay_s = min(replay_s, seconds)
         row = totals[0]
         hit_ratio = (row[5] + row[6]) / row[2]

@@ -6,7 +6,7 @@ Standard library only, so this file still works when copied alone next to
 
 from collections import OrderedDict
 
-__all__ = ["LRUCache", "TwoTierCache"]
+__all__ = ["TWO_TIER_CACHES", "LRUCache", "SelectiveCache", "TwoTierCache", "WriteBackCache"]
 
 
 class LRUCache:
@@ -89,3 +89,56 @@ class TwoTierCache:
 
     def __repr__(self):
         return f"{type(self).__name__}(gpu={self.gpu!r}, cpu={self.cpu!r})"
+
+
+class WriteBackCache(TwoTierCache):
+    """SGLang HiCache's write_back: the CPU tier is an exclusive victim tier.
+
+    1. GPU hit: ``"gpu"``, as in :class:`TwoTierCache`.
+    2. GPU miss, CPU hit: ``"cpu"``; the entry moves to the GPU (its CPU copy is dropped).
+    3. Both miss: ``"miss"``; the entry is stored on the GPU only.
+
+    What the GPU evicts (or cannot hold) then goes to the CPU, oldest first. No key is on both tiers.
+    """
+
+    def access(self, key, size):
+        gpu, cpu = self.gpu, self.cpu
+        if key in gpu:
+            gpu.access(key, size)
+            return "gpu"
+        tier = "miss"
+        if key in cpu:
+            tier = "cpu"
+            cpu.used -= cpu._sizes.pop(key)
+        before = list(gpu._sizes.items())  # oldest first
+        gpu.access(key, size)
+        for old, old_size in before:
+            if old not in gpu:
+                cpu.access(old, old_size)
+        if key not in gpu:
+            cpu.access(key, size)
+        return tier
+
+
+class SelectiveCache(TwoTierCache):
+    """HiCache's write_through_selective: write-through, but only from an entry's second computation on.
+
+    A miss stores the entry on the GPU; on the CPU too if it was computed (missed) before.
+    """
+
+    def __init__(self, gpu_capacity, cpu_capacity):
+        super().__init__(gpu_capacity, cpu_capacity)
+        self._computed = set()
+
+    def access(self, key, size):
+        if key in self.gpu or key in self.cpu:
+            return super().access(key, size)
+        self.gpu.access(key, size)
+        if key in self._computed:
+            self.cpu.access(key, size)
+        self._computed.add(key)
+        return "miss"
+
+
+# The write policies by name: how the CPU tier is filled (kvlab/write_policies.py does it per block).
+TWO_TIER_CACHES = {"write-through": TwoTierCache, "write-back": WriteBackCache, "selective": SelectiveCache}

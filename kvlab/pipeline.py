@@ -8,9 +8,21 @@ import shlex
 from itertools import product
 
 from kvlab.workloads import MOONCAKE_BLOCK_TOKENS
+from kvlab.write_policies import LMCACHE_SWITCHES
 
-SETTINGS = ("gpu", "cpu", "docs", "tokens")
-REPLAY_CACHE = ("partial_blocks", "eviction_order")  # cache settings a workload may override
+SETTINGS = ("gpu", "cpu", "docs", "tokens", "write_policy")
+# Cache settings of the replay section that a workload may override (the booleans are switches).
+REPLAY_CACHE = (
+    "partial_blocks",
+    "eviction_order",
+    "write_policy",
+    "gpu_eviction",
+    "cpu_eviction",
+    "touch_cpu_on_gpu_hit",
+    "re_store_on_gpu_hit",
+)
+EQUAL_SIZED = ("arc", "opt")  # eviction policies that need partial_blocks: drop
+POLICY_CLIFF = "results/policies/cpu_cliff.json"
 RESERVED = frozenset({"measured", "ttft"})
 EXAMPLE_MEASUREMENT = "results/example/ttft.synthetic.jsonl"
 
@@ -43,12 +55,46 @@ def check_config(config):
                     f"config: replay.workloads.{name} is a Mooncake trace, its block_tokens must be multiples"
                     f" of {MOONCAKE_BLOCK_TOKENS}, got {bad[0]}"
                 )
+        check_cache(config, name)
+    check_policies(config)
+
+
+def check_cache(config, workload):
+    """The workload's cache settings combine: LMCache switches on write-through, arc/opt on full blocks."""
+    cache = replay_cache(config, workload)
+    where = f"config: replay.workloads.{workload}"
+    for switch in LMCACHE_SWITCHES:
+        if cache[switch] and cache["write_policy"] != "write-through":
+            raise ConfigError(
+                f"{where}: {switch} applies to write_policy write-through only, not {cache['write_policy']}"
+            )
+    for tier in ("gpu_eviction", "cpu_eviction"):
+        if cache[tier] in EQUAL_SIZED and cache["partial_blocks"] != "drop":
+            raise ConfigError(f"{where}: {tier} {cache[tier]} needs equal-sized blocks: partial_blocks drop")
+
+
+def check_policies(config):
+    """The ``policies`` section names a CPU-room sweep of the lab and replay workloads that exist."""
+    policies = config["policies"]
+    sweep = policies["cpu_cliff"]["sweep"]
+    if sweep not in config["sweeps"] or config["sweeps"][sweep]["vary"] != "cpu":
+        raise ConfigError(f"config: policies.cpu_cliff.sweep must name a sweep that varies cpu, got {sweep!r}")
+    if "gpu" not in {**config["scenario"], **config["sweeps"][sweep]["fixed"]}:
+        raise ConfigError(f"config: sweeps.{sweep}.fixed must fix gpu for policies.cpu_cliff")
+    for workload in policies["tables"]["workloads"]:
+        if workload not in config["replay"]["workloads"]:
+            raise ConfigError(f"config: policies.tables.workloads names {workload!r}, which is not in replay.workloads")
+        if replay_cache(config, workload)["partial_blocks"] != "drop" and set(policies["evictions"]) & set(EQUAL_SIZED):
+            raise ConfigError(
+                "config: policies.evictions has arc or opt, which need partial_blocks drop;"
+                f" replay.workloads.{workload} keeps partial blocks"
+            )
 
 
 def scenario_args(config, settings, passes):
     """scenario.py's command line: the shared ``scenario`` defaults overridden by ``settings``."""
     merged = {**config["scenario"], **settings}
-    args = [f"--{key} {merged[key]}" for key in SETTINGS if key in merged]
+    args = [f"--{key.replace('_', '-')} {merged[key]}" for key in SETTINGS if key in merged]
     return " ".join([*args, "--passes " + ",".join(passes)])
 
 
@@ -115,6 +161,14 @@ def replay_trace(config, workload):
 
 def replay_args(config, workload, gpu, cpu, block):
     """kvlab/replay.py's command line for one workload at one point of its grid."""
+    args = [workload_args(config, workload)]
+    args += [f"--gpu-tokens {int(gpu)}", f"--cpu-tokens {int(cpu)}", f"--block-tokens {int(block)}"]
+    args += [cache_args(config, workload, REPLAY_CACHE)]
+    return " ".join(args)
+
+
+def workload_args(config, workload):
+    """The ``--workload`` flag and the source's own settings of one replay workload."""
     spec = config["replay"]["workloads"][workload]
     args = [f"--workload {spec['source']}"]
     for key, value in spec.items():
@@ -123,10 +177,65 @@ def replay_args(config, workload, gpu, cpu, block):
         if isinstance(value, list):
             value = ",".join(map(str, value))
         args.append(f"--{key.replace('_', '-')} {shlex.quote(str(value))}")
-    args += [f"--gpu-tokens {int(gpu)}", f"--cpu-tokens {int(cpu)}", f"--block-tokens {int(block)}"]
-    for key in REPLAY_CACHE:
-        args.append(f"--{key.replace('_', '-')} {spec.get(key, config['replay'][key])}")
     return " ".join(args)
+
+
+def replay_cache(config, workload):
+    """The cache settings of one replay workload: the replay section's, overridden by the workload's."""
+    spec = config["replay"]["workloads"][workload]
+    return {key: spec.get(key, config["replay"][key]) for key in REPLAY_CACHE}
+
+
+def cache_args(config, workload, keys):
+    """Flags of the workload's cache settings ``keys``: a true switch is a bare flag, a false one is left out."""
+    settings = replay_cache(config, workload)
+    args = []
+    for key in keys:
+        flag = f"--{key.replace('_', '-')}"
+        value = settings[key]
+        if value is True:
+            args.append(flag)
+        elif value is not False:
+            args.append(f"{flag} {value}")
+    return " ".join(args)
+
+
+def policy_cliff_args(config):
+    """kvlab/policy_grid.py cliff's command line: the lab sweep named by ``policies.cpu_cliff``, on its grid."""
+    spec = config["policies"]["cpu_cliff"]
+    sweep = config["sweeps"][spec["sweep"]]
+    lab = {**config["scenario"], **sweep["fixed"]}
+    grid = spec.get("grid", sweep["grid"])
+    return " ".join(
+        [
+            f"--docs {lab['docs']}",
+            f"--tokens {lab['tokens']}",
+            "--passes " + ",".join(sweep["passes"]),
+            f"--gpu-tokens {lab['gpu']}",
+            "--cpu-tokens " + ",".join(map(str, grid)),
+            f"--record-pass {sweep['record']['pass']}",
+            "--write-policies " + ",".join(config["policies"]["write_policies"]),
+        ]
+    )
+
+
+def policy_table_path(workload):
+    return f"results/policies/{workload}.csv"
+
+
+def policy_table_args(config, workload):
+    """kvlab/policy_grid.py table's command line for one replay workload."""
+    policies = config["policies"]
+    rooms = policies["tables"]["rooms"]
+    return " ".join(
+        [
+            workload_args(config, workload),
+            *(f"--{key.replace('_', '-')} " + ",".join(map(str, rooms[key])) for key in rooms),
+            "--write-policies " + ",".join(policies["write_policies"]),
+            "--evictions " + ",".join(policies["evictions"]),
+            cache_args(config, workload, ("partial_blocks", "eviction_order", *LMCACHE_SWITCHES)),
+        ]
+    )
 
 
 def name_pattern(names):
@@ -139,4 +248,5 @@ def all_targets(config):
     names = [*config["runs"], *config["sweeps"]]
     lab = [f"results/{name}.json" for name in names] + ["results/ttft.jsonl", "results/measured.json"]
     replay = [replay_table_path(workload) for workload in config["replay"]["workloads"]]
-    return lab + replay
+    policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
+    return lab + replay + policies

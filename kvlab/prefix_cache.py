@@ -1,100 +1,102 @@
 """A GPU and a CPU tier of KV blocks that serve each request's longest cached prefix.
 
-The rules are the lab's two-tier rules (``kvsim.TwoTierCache``), applied per block:
+What every design shares (the write policies in ``kvlab/write_policies.py`` add how the tiers are
+filled):
 
 * Lookup: the request's leading blocks found on the GPU, continued by the leading blocks after
   them found on the CPU, are reused; everything from the first block found on neither tier is
   recomputed (a cached block after a missing one cannot be used: its KV depends on the prefix).
-* Storing (write-through): every block of the request is accessed on the GPU (a CPU load is also
-  placed on the GPU, a computed block stored there); every block not served by the GPU is also
-  accessed on the CPU. A GPU hit does not touch the CPU copy.
+* The GPU: every block of the request is accessed there (a GPU hit refreshed, a CPU load placed
+  there, a computed block stored there).
 * Only full blocks are stored unless ``partial_blocks="keep"``: vLLM caches only full blocks, and
   LMCache does not save the last partial chunk.
-* Eviction order within a request (``eviction_order``): ``tail-first`` (default) accesses the
-  blocks tail to head, so the head is the most recent and a request's tail is evicted before its
-  head, as vLLM frees a finished request's blocks tail first and LMCache touches a hit prefix
-  tail to head; the reusable prefix survives longest. ``head-first`` accesses them head to tail,
-  so the head goes first and the cached tail becomes unreachable.
+* Order within a request (``eviction_order``): ``tail-first`` (default) accesses the blocks tail
+  to head, so the head is the most recent and a request's tail is evicted before its head, as
+  vLLM frees a finished request's blocks tail first and LMCache touches a hit prefix tail to
+  head; the reusable prefix survives longest. ``head-first`` accesses them head to tail.
+* Each tier's eviction policy is chosen by name (``kvlab/eviction``); ``opt`` needs the whole
+  workload first (``foresee``).
 
-Each tier is the lab's :class:`~kvlab.kvsim.LRUCache` with batched calls (one Python call per
-request and tier, not per block); with one block per document the whole thing is
-``TwoTierCache``.
+Tier calls are batched: one per request, tier and run of blocks with the same treatment.
 """
 
-from collections import deque
+from .eviction import EVICTION_POLICIES
+from .eviction.opt import Future
 
-from .kvsim import LRUCache
-
-__all__ = ["EVICTION_ORDERS", "PARTIAL_BLOCKS", "BlockLRU", "PrefixCache"]
+__all__ = ["EVICTION_ORDERS", "PARTIAL_BLOCKS", "PrefixCache"]
 
 EVICTION_ORDERS = ("tail-first", "head-first")
 PARTIAL_BLOCKS = ("drop", "keep")
 
 
-class BlockLRU(LRUCache):
-    """The lab's size-aware LRU cache, plus the per-request batched lookup and access of the replay."""
-
-    def prefix_end(self, keys, start=0):
-        """Index of the first of ``keys[start:]`` not stored here (``len(keys)`` if all are)."""
-        stored = self._sizes
-        for index in range(start, len(keys)):
-            if keys[index] not in stored:
-                return index
-        return len(keys)
-
-    def access_all(self, keys, size):
-        """``LRUCache.access(key, size)`` for each key in order, in one call."""
-        sizes = self._sizes
-        move = sizes.move_to_end
-        if size > self.capacity:  # too large to store: only refresh what is already here
-            if sizes:
-                for key in keys:
-                    if key in sizes:
-                        move(key)
-            return
-        pop = sizes.popitem
-        limit = self.capacity - size
-        used = self.used
-        try:
-            for key in keys:
-                if key in sizes:
-                    move(key)
-                else:
-                    while used > limit:
-                        used -= pop(False)[1]
-                    sizes[key] = size
-                    used += size
-        finally:
-            self.used = used
-
-    def touch_all(self, keys, size):
-        """The same as ``access_all`` for keys expected to be here (found by the lookup).
-
-        All present: refreshed in one C-level pass. Otherwise (a key evicted since the lookup by
-        the request's own blocks, when it overflows the room) key by key, as ``access`` would.
-        """
-        sizes = self._sizes
-        if all(map(sizes.__contains__, keys)):
-            deque(map(sizes.move_to_end, keys), maxlen=0)
-        else:
-            self.access_all(keys, size)
-
-
 class PrefixCache:
-    """Two tiers of blocks of ``block_tokens`` tokens; rooms in tokens (a CPU room of 0: no CPU tier)."""
+    """Two tiers of blocks of ``block_tokens`` tokens; rooms in tokens (a CPU room of 0: no CPU tier).
 
-    def __init__(self, gpu_tokens, cpu_tokens, block_tokens, partial_blocks="drop", eviction_order="tail-first"):
+    Subclasses are the write policies: ``_write`` fills the tiers after the lookup.
+    """
+
+    name = ""
+
+    def __init__(
+        self,
+        gpu_tokens,
+        cpu_tokens,
+        block_tokens,
+        partial_blocks="drop",
+        eviction_order="tail-first",
+        gpu_eviction="lru",
+        cpu_eviction="lru",
+    ):
         if block_tokens < 1:
             raise ValueError(f"block_tokens must be >= 1, got {block_tokens!r}")
-        if partial_blocks not in PARTIAL_BLOCKS:
-            raise ValueError(f"partial_blocks must be one of {', '.join(PARTIAL_BLOCKS)}, got {partial_blocks!r}")
-        if eviction_order not in EVICTION_ORDERS:
-            raise ValueError(f"eviction_order must be one of {', '.join(EVICTION_ORDERS)}, got {eviction_order!r}")
-        self.gpu = BlockLRU(gpu_tokens)
-        self.cpu = BlockLRU(cpu_tokens)
+        choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS)
+        choose("eviction_order", eviction_order, EVICTION_ORDERS)
+        self.gpu = choose("gpu_eviction", gpu_eviction, EVICTION_POLICIES)(gpu_tokens)
+        self.cpu = choose("cpu_eviction", cpu_eviction, EVICTION_POLICIES)(cpu_tokens)
         self.block_tokens = block_tokens
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"
+        if self.keep_partial:
+            for tier in (self.gpu, self.cpu):
+                if tier.equal_sizes:
+                    raise ValueError(f"eviction policy {tier.name} needs equal-sized blocks: use partial_blocks drop")
+        self._offline = [tier for tier in (self.gpu, self.cpu) if tier.offline]
+        self._futures = None
+        self._settings = {
+            "partial_blocks": partial_blocks,
+            "eviction_order": eviction_order,
+            "gpu_eviction": gpu_eviction,
+        }
+
+    @property
+    def offline(self):
+        """True when a tier needs the workload's future: call ``foresee`` before serving."""
+        return bool(self._offline)
+
+    def foresee(self, requests):
+        """Learn the whole workload, ``(keys, tokens)`` per request in serving order, for the offline tiers.
+
+        The GPU's future is every next request of a block. The CPU's is every next request that
+        needs the block from the CPU, past the prefix the GPU will serve then: the GPU evolves the
+        same way whatever the CPU does, so a GPU-only replay tells.
+        """
+        requests = list(requests)
+        keys = [keys for keys, _ in requests]
+        futures = {}
+        if self.gpu.offline:
+            futures[self.gpu] = Future(keys)
+        if self.cpu.offline:
+            futures[self.cpu] = Future(keys, self._gpu_prefixes(requests))
+        for tier, future in futures.items():
+            tier.future = future
+        self._futures = list(futures.values())
+
+    def _gpu_prefixes(self, requests):
+        """The GPU prefix of every request, from a replay of this cache's GPU tier alone."""
+        gpu_only = type(self)(self.gpu.capacity, 0, self.block_tokens, **self._settings, cpu_eviction="lru")
+        if gpu_only.offline:
+            gpu_only.foresee(requests)
+        return [gpu_only.serve(keys, tokens)[0] for keys, tokens in requests]
 
     def serve(self, keys, tokens):
         """Serve one request; return ``(gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens)`` it reused.
@@ -106,46 +108,71 @@ class PrefixCache:
         if not count:
             return 0, 0, 0, 0
         block = self.block_tokens
-        gpu, cpu = self.gpu, self.cpu
-        gpu_end = gpu.prefix_end(keys)
-        cpu_end = cpu.prefix_end(keys, gpu_end)
+        gpu_end = self.gpu.prefix_end(keys)
+        cpu_end = self.cpu.prefix_end(keys, gpu_end)
         gpu_tokens = min(gpu_end * block, tokens)
         cpu_tokens = min(cpu_end * block, tokens) - gpu_tokens
-        last = tokens - block * (count - 1)
-        full = count if last == block else count - 1  # blocks before a last partial one
-        gpu_hit = min(gpu_end, full)  # full blocks the GPU served, to refresh there
-        cpu_hit = min(cpu_end, full)
-        partial = full < count and self.keep_partial
-        # Per tier: refresh the blocks it served, store (or refresh) the rest; tail to head or head to tail.
-        if self.tail_first:
-            if partial:
-                self._store_partial(keys[-1], last, gpu_end < count)
-            if gpu_end < full:
-                gpu.access_all(keys[gpu_end:full][::-1], block)
-            if gpu_hit:
-                gpu.touch_all(keys[:gpu_hit][::-1], block)
-            if cpu_end < full:
-                cpu.access_all(keys[cpu_end:full][::-1], block)
-            if gpu_end < cpu_hit:
-                cpu.touch_all(keys[gpu_end:cpu_hit][::-1], block)
-        else:
-            if gpu_hit:
-                gpu.touch_all(keys[:gpu_hit], block)
-            if gpu_end < full:
-                gpu.access_all(keys[gpu_end:full], block)
-            if gpu_end < cpu_hit:
-                cpu.touch_all(keys[gpu_end:cpu_hit], block)
-            if cpu_end < full:
-                cpu.access_all(keys[cpu_end:full], block)
-            if partial:
-                self._store_partial(keys[-1], last, gpu_end < count)
+        if self._offline:
+            if self._futures is None:
+                raise RuntimeError("an opt tier needs the workload first: call foresee()")
+            for future in self._futures:
+                future.advance(keys)
+            for tier in self._offline:
+                tier.reprioritize(keys)
+        self._write(Blocks(keys, tokens, block, self.keep_partial), gpu_end, cpu_end)
         return gpu_end, cpu_end - gpu_end, gpu_tokens, cpu_tokens
 
-    def _store_partial(self, key, size, on_cpu_too):
-        """Access a request's last partial block on the GPU, and on the CPU unless the GPU served it."""
-        self.gpu.access(key, size)
-        if on_cpu_too:
-            self.cpu.access(key, size)
+    def _write(self, blocks, gpu_end, cpu_end):
+        """Fill the tiers after the lookup: GPU blocks ``[0, gpu_end)``, CPU blocks ``[gpu_end, cpu_end)``."""
+        raise NotImplementedError
+
+    def _apply(self, keys, runs):
+        """Run the ``(method, start, end, size)`` calls, given head to tail, on ``keys[start:end]`` in the
+        eviction order."""
+        if self.tail_first:
+            for method, start, end, size in reversed(runs):
+                method(keys[end - 1 : start - 1 if start else None : -1], size)
+        else:
+            for method, start, end, size in runs:
+                method(keys[start:end], size)
+
+    def _fill_gpu(self, blocks, gpu_end):
+        """The GPU's part, the same in every design: refresh its hits, store everything else."""
+        gpu, stored = self.gpu, blocks.stored
+        hit = gpu_end if gpu_end < stored else stored
+        self._apply(blocks.keys, blocks.runs(gpu.touch_all, 0, hit) + blocks.runs(gpu.access_all, hit, stored))
 
     def __repr__(self):
         return f"{type(self).__name__}(gpu={self.gpu!r}, cpu={self.cpu!r})"
+
+
+class Blocks:
+    """A request's blocks: ``stored`` of them can be cached (all full ones, and the last partial one if kept)."""
+
+    __slots__ = ("keys", "block", "last", "full", "stored")
+
+    def __init__(self, keys, tokens, block, keep_partial):
+        count = len(keys)
+        self.keys = keys
+        self.block = block
+        self.last = tokens - block * (count - 1)  # size of the last block
+        self.full = count if self.last == block else count - 1  # blocks before a last partial one
+        self.stored = count if keep_partial else self.full
+
+    def runs(self, method, start, end):
+        """``(method, start, end, size)`` for blocks ``[start, end)`` (``end <= stored``): the full ones, then
+        the partial one."""
+        if start >= end:
+            return []
+        full = self.full
+        if end <= full:
+            return [(method, start, end, self.block)]
+        partial = (method, full, end, self.last)  # end is full + 1: the kept partial block
+        return [(method, start, full, self.block), partial] if start < full else [partial]
+
+
+def choose(setting, value, valid):
+    """``valid[value]`` (or ``value`` if valid is a sequence); a bad name: ValueError listing the valid ones."""
+    if value not in valid:
+        raise ValueError(f"{setting} must be one of {', '.join(valid)}, got {value!r}")
+    return valid[value] if isinstance(valid, dict) else value

@@ -1,8 +1,10 @@
 """Replay a workload through a GPU + CPU prefix cache of KV blocks; print one JSON object of reuse figures.
 
 Usage: ``python kvlab/replay.py --workload {lab,long_doc_qa,mooncake} [source flags] --gpu-tokens G
---cpu-tokens C [--block-tokens B] [--per-request FILE]``. The rules of the cache are in
-``kvlab/prefix_cache.py``; the sources in ``kvlab/workloads.py``.
+--cpu-tokens C [--block-tokens B] [--write-policy P] [--gpu-eviction E] [--cpu-eviction E]
+[--per-request FILE]``. The rules of the cache are in ``kvlab/prefix_cache.py``, the write
+policies in ``kvlab/write_policies.py``, the eviction policies in ``kvlab/eviction/``; the sources
+in ``kvlab/workloads.py``.
 
 Reported for the whole replay and for each round (pass): requests, block accesses, input tokens,
 tokens served from the GPU and the CPU and tokens computed, the token hit ratio, and the same in
@@ -19,10 +21,12 @@ if not __package__:  # run as `python kvlab/replay.py`: import the package from 
 
 from tqdm import tqdm
 
+from kvlab.eviction import EVICTION_POLICIES
 from kvlab.files import dump_json, write_atomically
-from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS, PrefixCache
+from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.scenario import OneLineParser
 from kvlab.workloads import WORKLOADS, WorkloadError, whole_number
+from kvlab.write_policies import WRITE_POLICIES, make_cache
 
 PROG = "replay.py"
 # What a round adds up, per request: 1, blocks, input tokens, GPU blocks, CPU blocks, GPU tokens, CPU tokens.
@@ -42,24 +46,90 @@ def build_parser():
         type=argument(whole_number(1)),
         help="tokens per block (default 256, LMCache's chunk; mooncake: 512, the trace's, or a multiple of it)",
     )
-    rooms.add_argument(
+    add_cache_policy_arguments(rooms)
+    parser.add_argument("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+    add_workload_arguments(parser)
+    return parser
+
+
+def add_cache_policy_arguments(group):
+    """The cache's rules besides its rooms: block rules, write and eviction policies, LMCache switches."""
+    add_block_rule_arguments(group)
+    group.add_argument(
+        "--write-policy",
+        choices=WRITE_POLICIES,
+        default="write-through",
+        help="how the CPU tier is filled (default write-through, the lab's rule; see kvlab/write_policies.py)",
+    )
+    for tier in ("gpu", "cpu"):
+        group.add_argument(
+            f"--{tier}-eviction",
+            choices=EVICTION_POLICIES,
+            default="lru",
+            help=f"eviction policy of the {tier.upper()} tier (default lru; opt: Belady's offline optimum)",
+        )
+    add_lmcache_switches(group)
+
+
+def add_block_rule_arguments(group):
+    """Which blocks are stored, and in which order a request's blocks are accessed."""
+    group.add_argument(
         "--partial-blocks",
         choices=PARTIAL_BLOCKS,
         default="drop",
         help="store a request's last partial block or not (default drop: only full blocks are cached)",
     )
-    rooms.add_argument(
+    group.add_argument(
         "--eviction-order",
         choices=EVICTION_ORDERS,
         default="tail-first",
         help="within a request, evict the tail before the head (default, as vLLM and LMCache) or the head first",
     )
-    parser.add_argument("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+
+
+def add_lmcache_switches(group):
+    """LMCache's behaviour on write-through (kvlab/write_policies.py)."""
+    group.add_argument(
+        "--touch-cpu-on-gpu-hit",
+        action="store_true",
+        help="write-through only: a GPU hit also refreshes the block's CPU copy (LMCache's lookup)",
+    )
+    group.add_argument(
+        "--re-store-on-gpu-hit",
+        action="store_true",
+        help="write-through only: a GPU-hit block whose CPU copy was evicted is stored on the CPU again (LMCache)",
+    )
+
+
+CACHE_POLICY = (
+    "partial_blocks",
+    "eviction_order",
+    "write_policy",
+    "gpu_eviction",
+    "cpu_eviction",
+    "touch_cpu_on_gpu_hit",
+    "re_store_on_gpu_hit",
+)
+
+
+def add_workload_arguments(parser):
+    """One argument group per workload source, with that source's own settings."""
     for source in WORKLOADS.values():
         group = parser.add_argument_group(f"--workload {source.name}")
         for option in source.options:
             group.add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help)
-    return parser
+
+
+def build_cache(args, block_tokens, gpu_tokens=None, cpu_tokens=None):
+    """The cache the arguments describe (rooms from ``args`` unless given); ValueError for a bad combination."""
+    policy = {key: getattr(args, key) for key in CACHE_POLICY}
+    return make_cache(
+        policy.pop("write_policy"),
+        args.gpu_tokens if gpu_tokens is None else gpu_tokens,
+        args.cpu_tokens if cpu_tokens is None else cpu_tokens,
+        block_tokens,
+        **policy,
+    )
 
 
 def argument(convert):
@@ -109,6 +179,8 @@ def replay(workload, cache, per_request=None, bar=None):
     for each request.
     """
     totals = [[0] * len(COUNTERS) for _ in workload.rounds]
+    if cache.offline:  # opt: read the whole workload first
+        cache.foresee((request.keys, request.tokens) for request in workload.requests())
     serve = cache.serve
     update = bar.update if bar is not None else None
     for request in workload.requests():
@@ -147,17 +219,21 @@ def figures(counts):
     }
 
 
+def overall(totals):
+    """The counters of the whole replay: the rounds' added up."""
+    return [sum(column) for column in zip(*totals, strict=True)] if totals else [0] * len(COUNTERS)
+
+
 def ratio(part, whole):
     return round(part / whole, 6) if whole else None
 
 
 def report(workload, settings, totals):
     """The JSON object the command prints: the workload, the cache settings, the figures of all and per round."""
-    everything = [sum(column) for column in zip(*totals, strict=True)] if totals else [0] * len(COUNTERS)
     return {
         "workload": workload.describe(),
         "cache": settings,
-        **figures(everything),
+        **figures(overall(totals)),
         "rounds": [{"round": name, **figures(row)} for name, row in zip(workload.rounds, totals, strict=True)],
     }
 
@@ -181,9 +257,10 @@ def main(argv=None):
         workload = make_workload(args)
     except WorkloadError as error:  # a bad setting is a usage error (exit 2), like argparse's own
         parser.error(str(error))
-    cache = PrefixCache(
-        args.gpu_tokens, args.cpu_tokens, workload.block_tokens, args.partial_blocks, args.eviction_order
-    )
+    try:
+        cache = build_cache(args, workload.block_tokens)
+    except ValueError as error:
+        parser.error(str(error))
     rows = [] if args.per_request else None
     try:
         with progress_bar(len(workload)) as bar:
@@ -199,8 +276,7 @@ def main(argv=None):
         "gpu_tokens": args.gpu_tokens,
         "cpu_tokens": args.cpu_tokens,
         "block_tokens": workload.block_tokens,
-        "partial_blocks": args.partial_blocks,
-        "eviction_order": args.eviction_order,
+        **{key: getattr(args, key) for key in CACHE_POLICY},
     }
     sys.stdout.write(dump_json(report(workload, settings, totals)))
     return 0

@@ -12,7 +12,16 @@ from kvlab.files import write_atomically
 from kvlab.replay import COUNTERS, figures
 from kvlab.scenario import OneLineParser
 
-SETTINGS = ("block_tokens", "gpu_tokens", "cpu_tokens", "partial_blocks", "eviction_order")
+SETTINGS = (
+    "block_tokens",
+    "gpu_tokens",
+    "cpu_tokens",
+    "partial_blocks",
+    "eviction_order",
+    "write_policy",
+    "gpu_eviction",
+    "cpu_eviction",
+)
 FIGURES = tuple(figures([0] * len(COUNTERS)))  # the keys replay.py reports per round, in its order
 COLUMNS = (*SETTINGS, "round", *FIGURES)
 

@@ -3,6 +3,7 @@
 Documents ``0 .. docs-1`` of ``tokens`` tokens each are read pass after pass (``fwd``: upward,
 ``rev``: downward) through one :class:`TwoTierCache` that is never cleared between passes.
 With ``--cpu 0`` (the default) that is the single-tier LRU cache of the lab's step 2.
+``--write-policy`` picks another offload design (write-back, selective; ``kvsim.py``).
 
 Standard library only; runs as ``python kvlab/scenario.py`` from the repository root and as
 ``python3 scenario.py`` when copied alone next to ``kvsim.py``.
@@ -13,9 +14,9 @@ import json
 import sys
 
 if __package__:
-    from .kvsim import TwoTierCache
+    from .kvsim import TWO_TIER_CACHES
 else:
-    from kvsim import TwoTierCache
+    from kvsim import TWO_TIER_CACHES
 
 ORDERS = ("fwd", "rev")
 
@@ -71,12 +72,18 @@ def build_parser():
         default=["fwd", "fwd", "rev"],
         help="comma-separated fwd/rev passes (default fwd,fwd,rev)",
     )
+    parser.add_argument(
+        "--write-policy",
+        choices=TWO_TIER_CACHES,
+        default="write-through",
+        help="how the CPU tier is filled: write-through (default, the lab's), write-back or selective",
+    )
     return parser
 
 
-def run(gpu, cpu, docs, tokens, passes):
+def run(gpu, cpu, docs, tokens, passes, write_policy="write-through"):
     """Return the scenario's result: one counts object per pass, in pass order."""
-    cache = TwoTierCache(gpu, cpu)
+    cache = TWO_TIER_CACHES[write_policy](gpu, cpu)
     results = []
     for order in passes:
         doc_order = range(docs) if order == "fwd" else range(docs - 1, -1, -1)
@@ -101,7 +108,7 @@ def run(gpu, cpu, docs, tokens, passes):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    result = run(args.gpu, args.cpu, args.docs, args.tokens, args.passes)
+    result = run(args.gpu, args.cpu, args.docs, args.tokens, args.passes, args.write_policy)
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
     return 0
 

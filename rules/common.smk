@@ -2,6 +2,7 @@
 # The config is validated against the schema here, before any job runs.
 import os
 import sys
+from pathlib import Path
 
 from snakemake.utils import validate
 
@@ -31,16 +32,35 @@ def sweep_record(wildcards):
     return config["sweeps"][wildcards.sweep]["record"]
 
 
-def replay_inputs(wildcards):
-    """The replay's code, and the trace file of a trace workload (so that a new trace reruns it)."""
-    inputs = {
-        "script": "kvlab/replay.py",
-        "code": ["kvlab/prefix_cache.py", "kvlab/workloads.py", "kvlab/kvsim.py"],
-    }
-    trace = pipeline.replay_trace(config, wildcards.workload)
+# The cache and the sources every replay runs (a change reruns the replays).
+REPLAY_CODE = [
+    "kvlab/prefix_cache.py",
+    "kvlab/write_policies.py",
+    *sorted(str(path) for path in Path("kvlab/eviction").glob("*.py")),
+    "kvlab/workloads.py",
+    "kvlab/kvsim.py",
+]
+POLICY_CODE = ["kvlab/replay.py", *REPLAY_CODE]
+
+
+def with_trace(inputs, workload):
+    """``inputs`` plus the trace file of a trace workload (so that a new trace reruns it)."""
+    trace = pipeline.replay_trace(config, workload)
     if trace is not None:
         inputs["trace"] = trace
     return inputs
+
+
+def replay_inputs(wildcards):
+    return with_trace({"script": "kvlab/replay.py", "code": REPLAY_CODE}, wildcards.workload)
+
+
+def policy_table_inputs(wildcards):
+    return with_trace({"script": "kvlab/policy_grid.py", "code": POLICY_CODE}, wildcards.workload)
+
+
+def policy_table_args(wildcards):
+    return pipeline.policy_table_args(config, wildcards.workload)
 
 
 def replay_args(wildcards):

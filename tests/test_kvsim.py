@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.kvsim import LRUCache, TwoTierCache
+from kvlab.kvsim import TWO_TIER_CACHES, LRUCache, SelectiveCache, TwoTierCache, WriteBackCache
+from kvlab.write_policies import make_cache
 
 # --------------------------------------------------------------------------------------------
 # Independent brute-force model (no OrderedDict, no kvsim).
@@ -480,3 +481,54 @@ def test_two_tier_cpu_zero_is_single_tier(gpu_capacity, ops):
         assert two.gpu.keys() == one.keys(), where
         assert two.gpu.used == one.used, where
         assert two.cpu.keys() == [] and two.cpu.used == 0, where
+
+
+# -- the other write policies at document level, against the block-level engine -----------------------------
+
+
+TIER_OF = {(1, 0): "gpu", (0, 1): "cpu", (0, 0): "miss"}
+
+
+@pytest.mark.parametrize("policy", sorted(TWO_TIER_CACHES))
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    gpu=st.integers(0, 30),
+    cpu=st.integers(0, 30),
+    accesses=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 12)), max_size=60),
+)
+def test_each_write_policy_is_the_block_engine_with_one_block_per_document(policy, gpu, cpu, accesses):
+    """kvsim's document-level classes and kvlab/write_policies.py's per-block designs are written apart; with one
+    (kept, partial) block per request they must agree on every result and on both tiers' contents in order."""
+    sizes = {}
+    document_level = TWO_TIER_CACHES[policy](gpu, cpu)
+    block_level = make_cache(policy, gpu, cpu, 13, partial_blocks="keep")
+    for key, size in accesses:
+        size = sizes.setdefault(key, size)  # a document keeps its length
+        expected = document_level.access(key, size)
+        assert TIER_OF[block_level.serve([key], size)[:2]] == expected
+        assert block_level.gpu.keys() == document_level.gpu.keys()
+        assert block_level.cpu.keys() == document_level.cpu.keys()
+        assert (block_level.gpu.used, block_level.cpu.used) == (document_level.gpu.used, document_level.cpu.used)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    gpu=st.integers(0, 30),
+    cpu=st.integers(0, 30),
+    accesses=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 12)), max_size=60),
+)
+def test_write_back_is_exclusive_and_moves_cpu_hits_up(gpu, cpu, accesses):
+    cache = WriteBackCache(gpu, cpu)
+    for key, size in accesses:
+        on_cpu = key in cache.cpu and key not in cache.gpu
+        tier = cache.access(key, size)
+        assert not set(cache.gpu.keys()) & set(cache.cpu.keys())
+        assert cache.cpu.used == sum(cache.cpu._sizes.values()) <= cpu
+        if on_cpu:
+            assert tier == "cpu" and (key in cache.gpu or size > gpu)
+
+
+def test_selective_writes_to_the_cpu_from_the_second_computation_on():
+    cache = SelectiveCache(0, 100)  # no GPU room: every access is computed unless the CPU has it
+    assert [cache.access("a", 10) for _ in range(3)] == ["miss", "miss", "cpu"]
+    assert cache.cpu.keys() == ["a"]

@@ -9,7 +9,7 @@ from conftest import SCHEMA
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline, replay, scenario
+from kvlab import pipeline, policy_grid, replay, scenario
 
 
 def test_committed_config_is_valid(config):
@@ -35,6 +35,16 @@ def deleter(path):
         for key in path[:-1]:
             node = node[key]
         del node[path[-1]]
+
+    return mutate
+
+
+def both(first, second):
+    """A mutation that applies two."""
+
+    def mutate(config):
+        first(config)
+        second(config)
 
     return mutate
 
@@ -88,6 +98,26 @@ BAD_VALUES = {
     "unknown partial-block rule": setter(["replay", "partial_blocks"], "round"),
     "unknown eviction order": setter(["replay", "workloads", "lab", "eviction_order"], "random"),
     "bad workload name": setter(["replay", "workloads", "Lab-2"], {"source": "lab"}),
+    "unknown write policy": setter(["replay", "write_policy"], "write-around"),
+    "run with an unknown write policy": setter(["runs", "offload", "write_policy"], "write-around"),
+    "sweep fixing an unknown write policy": setter(["sweeps", "cpu_cliff", "fixed", "write_policy"], "exclusive"),
+    "unknown eviction policy": setter(["replay", "gpu_eviction"], "clock"),
+    "unknown workload eviction": setter(["replay", "workloads", "lab", "cpu_eviction"], "mru"),
+    "switch as text": setter(["replay", "touch_cpu_on_gpu_hit"], "yes"),
+    "missing write policy": deleter(["replay", "write_policy"]),
+    "missing cpu eviction": deleter(["replay", "cpu_eviction"]),
+    "unknown replay key": setter(["replay", "write_policies"], ["write-back"]),
+    "unknown mooncake key": setter(
+        ["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl", "gpu_evictions": "lru"}
+    ),
+    "missing policies section": deleter(["policies"]),
+    "unknown policy in the list": setter(["policies", "write_policies"], ["write-through", "write-around"]),
+    "duplicate eviction": setter(["policies", "evictions"], ["lru", "lru"]),
+    "empty eviction list": setter(["policies", "evictions"], []),
+    "policy cliff without sweep": deleter(["policies", "cpu_cliff", "sweep"]),
+    "policy cliff negative room": setter(["policies", "cpu_cliff", "grid"], [0, -1]),
+    "policy table rooms without block grid": deleter(["policies", "tables", "rooms", "block_tokens"]),
+    "unknown policies key": setter(["policies", "designs"], []),
 }
 
 
@@ -109,6 +139,32 @@ CROSS_FIELD = {
         "sweeps.cliff.record.pass is 3",
     ),
     "varied setting also fixed": (setter(["sweeps", "cpu_cliff", "fixed", "cpu"], 0), "sweeps.cpu_cliff varies 'cpu'"),
+    "LMCache switch on write-back": (
+        both(
+            setter(["replay", "workloads", "lab", "write_policy"], "write-back"),
+            setter(["replay", "workloads", "lab", "re_store_on_gpu_hit"], True),
+        ),
+        "replay.workloads.lab: re_store_on_gpu_hit applies to write_policy write-through only, not write-back",
+    ),
+    "opt with kept partial blocks": (
+        both(
+            setter(["replay", "workloads", "long_doc_qa", "partial_blocks"], "keep"),
+            setter(["replay", "workloads", "long_doc_qa", "gpu_eviction"], "opt"),
+        ),
+        "replay.workloads.long_doc_qa: gpu_eviction opt needs equal-sized blocks: partial_blocks drop",
+    ),
+    "policy table keeps partial blocks with arc": (
+        setter(["replay", "workloads", "lab", "partial_blocks"], "keep"),
+        "policies.evictions has arc or opt, which need partial_blocks drop; replay.workloads.lab keeps",
+    ),
+    "policy table of an unknown workload": (
+        setter(["policies", "tables", "workloads"], ["lab", "sharegpt"]),
+        "policies.tables.workloads names 'sharegpt', which is not in replay.workloads",
+    ),
+    "policy cliff of a GPU sweep": (
+        setter(["policies", "cpu_cliff", "sweep"], "cliff"),
+        "policies.cpu_cliff.sweep must name a sweep that varies cpu, got 'cliff'",
+    ),
     "mooncake block not a multiple of 512": (
         setter(["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl"}),
         "replay.workloads.trace is a Mooncake trace, its block_tokens must be multiples of 512, got 16",
@@ -135,6 +191,15 @@ def test_run_args_carry_run_settings_and_shared_defaults(config):
         args = parse(pipeline.run_args(config, name))
         assert (args.gpu, args.cpu, args.passes) == (run["gpu"], run["cpu"], run["passes"])
         assert (args.docs, args.tokens) == (config["scenario"]["docs"], config["scenario"]["tokens"])
+
+
+def test_a_run_or_a_sweep_may_choose_a_write_policy(config):
+    config["runs"]["offload"]["write_policy"] = "write-back"
+    config["sweeps"]["cpu_cliff"]["fixed"]["write_policy"] = "selective"
+    validate(config, str(SCHEMA))
+    assert parse(pipeline.run_args(config, "offload")).write_policy == "write-back"
+    assert parse(pipeline.run_args(config, "baseline")).write_policy == "write-through"
+    assert parse(pipeline.sweep_point_args(config, "cpu_cliff", "0")).write_policy == "selective"
 
 
 def test_a_run_may_override_shared_defaults(config):
@@ -223,3 +288,58 @@ def test_all_targets_include_one_replay_table_per_workload(config):
     targets = pipeline.all_targets(config)
     for name in config["replay"]["workloads"]:
         assert pipeline.replay_table_path(name) in targets
+
+
+def test_replay_args_carry_the_policies_and_the_switches(config):
+    """Every cache setting reaches replay.py: names as values, a true switch as a bare flag, a false one not at all."""
+    lab = config["replay"]["workloads"]["lab"]
+    lab.update(write_policy="write-back", gpu_eviction="opt", cpu_eviction="arc")
+    config["replay"]["touch_cpu_on_gpu_hit"] = True
+    args = parse_replay(pipeline.replay_args(config, "long_doc_qa", "1", "2", "256"))
+    assert (args.write_policy, args.gpu_eviction, args.cpu_eviction) == ("write-through", "lru", "lru")
+    assert args.touch_cpu_on_gpu_hit and not args.re_store_on_gpu_hit
+    text = pipeline.replay_args(config, "lab", "1", "2", "256")
+    args = parse_replay(text)
+    assert (args.write_policy, args.gpu_eviction, args.cpu_eviction) == ("write-back", "opt", "arc")
+    assert "re-store" not in text
+
+
+def parse_policy(args):
+    """Parse a generated policy_grid.py command line with its own parser."""
+    return policy_grid.build_parser().parse_args(shlex.split(args))
+
+
+def test_policy_cliff_args_take_the_lab_sweep_and_the_policy_grid(config):
+    sweep = config["sweeps"]["cpu_cliff"]
+    args = parse_policy("cliff " + pipeline.policy_cliff_args(config) + " --out x.json")
+    assert args.cpu_tokens == config["policies"]["cpu_cliff"]["grid"]
+    assert args.gpu_tokens == sweep["fixed"]["gpu"]
+    assert (args.docs, args.tokens) == (config["scenario"]["docs"], config["scenario"]["tokens"])
+    assert args.passes == sweep["passes"] and args.record_pass == sweep["record"]["pass"]
+    assert args.write_policies == config["policies"]["write_policies"]
+    del config["policies"]["cpu_cliff"]["grid"]  # without a grid of its own: the lab sweep's
+    assert parse_policy("cliff " + pipeline.policy_cliff_args(config) + " --out x").cpu_tokens == sweep["grid"]
+
+
+def test_policy_table_args_take_the_workload_and_the_table_rooms(config):
+    config["replay"]["workloads"]["lab"]["eviction_order"] = "head-first"
+    config["replay"]["re_store_on_gpu_hit"] = True
+    rooms = config["policies"]["tables"]["rooms"]
+    for name, spec in config["replay"]["workloads"].items():
+        args = parse_policy("table " + pipeline.policy_table_args(config, name) + " --out x.csv")
+        assert args.workload == spec["source"]
+        assert (args.gpu_tokens, args.cpu_tokens, args.block_tokens) == (
+            rooms["gpu_tokens"],
+            rooms["cpu_tokens"],
+            rooms["block_tokens"],
+        )
+        assert args.evictions == config["policies"]["evictions"]
+        assert args.eviction_order == spec.get("eviction_order", "tail-first")
+        assert args.re_store_on_gpu_hit and not args.touch_cpu_on_gpu_hit
+
+
+def test_all_targets_include_the_policy_artifacts(config):
+    targets = pipeline.all_targets(config)
+    assert pipeline.POLICY_CLIFF in targets
+    for name in config["policies"]["tables"]["workloads"]:
+        assert pipeline.policy_table_path(name) in targets

@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from kvlab import pipeline, scenario
 from kvlab.collect_sweep import VALUES
+from kvlab.eviction import LRU
 from kvlab.kvsim import LRUCache
-from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS, BlockLRU, PrefixCache
+from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.replay import replay
 from kvlab.workloads import WORKLOADS
+from kvlab.write_policies import WriteThrough
 
 
 class ListLRU:
@@ -92,7 +94,7 @@ def replays(draw):
 @given(replays())
 def test_prefix_cache_equals_the_block_by_block_model(case):
     block, gpu_room, cpu_room, partial, order, workload = case
-    cache = PrefixCache(gpu_room, cpu_room, block, partial, order)
+    cache = WriteThrough(gpu_room, cpu_room, block, partial, order)
     gpu, cpu = ListLRU(gpu_room), ListLRU(cpu_room)
     for keys, tokens in workload:
         expected = model_serve(gpu, cpu, keys, tokens, block, partial == "keep", order == "tail-first")
@@ -111,7 +113,7 @@ def test_prefix_cache_equals_the_block_by_block_model(case):
 )
 def test_block_lru_batched_calls_equal_lru_cache_access_one_by_one(capacity, calls, size):
     """access_all / touch_all / prefix_end are LRUCache.access and `in`, batched."""
-    batched, single = BlockLRU(capacity), LRUCache(capacity)
+    batched, single = LRU(capacity), LRUCache(capacity)
     for kind, keys in calls:
         expected_end = next((index for index, key in enumerate(keys) if key not in single), len(keys))
         assert batched.prefix_end(keys) == expected_end
@@ -132,7 +134,7 @@ def lab_passes_from_replay(docs, tokens, passes, gpu, cpu, block, partial):
     """scenario.run's output rebuilt from a block-level replay of the lab workload."""
     workload = WORKLOADS["lab"](block, docs=docs, tokens=tokens, passes=",".join(passes))
     rows = []
-    replay(workload, PrefixCache(gpu, cpu, block, partial), rows)
+    replay(workload, WriteThrough(gpu, cpu, block, partial), rows)
     result = [{"order": order, "gpu_hits": 0, "cpu_hits": 0, "misses": 0, "hit_docs": []} for order in passes]
     for round_index, doc, _blocks, _tokens, gpu_tokens, cpu_tokens in rows:
         counts = result[round_index]
@@ -202,7 +204,7 @@ def test_tail_first_keeps_every_documents_gpu_blocks_a_prefix(docs, blocks_per_d
     block without the blocks before it: nothing cached is unreachable."""
     tokens = block * blocks_per_doc
     workload = WORKLOADS["lab"](block, docs=docs, tokens=tokens, passes=",".join(passes))
-    cache = PrefixCache(gpu, cpu, block)
+    cache = WriteThrough(gpu, cpu, block)
     for request in workload.requests():
         cache.serve(request.keys, request.tokens)
         for chain in workload.document_chains(docs, tokens):
@@ -224,7 +226,7 @@ def test_tail_first_turns_the_cyclic_cliff_into_a_ramp_one_document_wide(docs, b
     room = max(0, docs * per_document - shortfall_or_spare)
     shortfall = docs * per_document - room
     workload = WORKLOADS["lab"](block, docs=docs, tokens=tokens, passes="fwd,fwd")
-    pass2 = replay(workload, PrefixCache(room, 0, block))[1]
+    pass2 = replay(workload, WriteThrough(room, 0, block))[1]
     kept_blocks = max(0, per_document - shortfall) // block if shortfall > 0 else per_document // block
     assert pass2[5] == docs * kept_blocks * block  # GPU hit tokens
 
@@ -233,7 +235,7 @@ def lab_256(order):
     """The lab at LMCache's 256-token chunks, GPU 21,520 tokens only: the last pass's GPU blocks per document."""
     workload = WORKLOADS["lab"](256, docs=10, tokens=5011, passes="fwd,fwd,rev")
     rows = []
-    replay(workload, PrefixCache(21520, 0, 256, "drop", order), rows)
+    replay(workload, WriteThrough(21520, 0, 256, "drop", order), rows)
     return {doc: gpu_tokens // 256 for round_index, doc, _, _, gpu_tokens, _ in rows if round_index == 2}
 
 
@@ -247,7 +249,7 @@ def test_tail_first_reuses_the_head_of_a_partly_evicted_document_and_head_first_
 def test_partial_last_block_is_stored_only_when_kept():
     """LMCache stores 4,864 of a 5,011-token document in 256-token chunks: 19 chunks, not the 147-token rest."""
     for partial, stored in (("drop", 4864), ("keep", 5011)):
-        cache = PrefixCache(10**6, 10**6, 256, partial)
+        cache = WriteThrough(10**6, 10**6, 256, partial)
         keys = list(range(math.ceil(5011 / 256)))
         assert cache.serve(keys, 5011) == (0, 0, 0, 0)
         assert cache.gpu.used == cache.cpu.used == stored
@@ -265,4 +267,4 @@ def test_partial_last_block_is_stored_only_when_kept():
 def test_bad_cache_settings_are_refused_with_the_valid_values(kwargs, message):
     settings = {"gpu_tokens": 10, "cpu_tokens": 0, "block_tokens": 4, **kwargs}
     with pytest.raises(ValueError, match=message):
-        PrefixCache(**settings)
+        WriteThrough(**settings)

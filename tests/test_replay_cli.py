@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 from conftest import KVLAB, ROOT, run_python
 
-from kvlab import scenario
+from kvlab import replay, scenario
 from kvlab.replay import progress_bar
+from kvlab.workloads import WORKLOADS
+from kvlab.write_policies import make_cache
 
 SCRIPT = KVLAB / "replay.py"
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
@@ -103,7 +105,18 @@ def test_report_shape(args, rounds):
     assert [one["round"] for one in report["rounds"]] == rounds
     assert report["workload"]["source"] == args[1]
     cache = report["cache"]
-    assert list(cache) == ["gpu_tokens", "cpu_tokens", "block_tokens", "partial_blocks", "eviction_order"]
+    assert list(cache) == [
+        "gpu_tokens",
+        "cpu_tokens",
+        "block_tokens",
+        "partial_blocks",
+        "eviction_order",
+        "write_policy",
+        "gpu_eviction",
+        "cpu_eviction",
+        "touch_cpu_on_gpu_hit",
+        "re_store_on_gpu_hit",
+    ]
     assert (cache["gpu_tokens"], cache["cpu_tokens"]) == (21520, 56000)
     given = dict(zip(args[::2], args[1::2], strict=True))
     assert cache["block_tokens"] == int(given.get("--block-tokens", 256))
@@ -317,6 +330,41 @@ def test_tail_first_keeps_the_head():
     assert tail["input_tokens"] == head["input_tokens"]
 
 
+@pytest.mark.parametrize("design", ["write-through", "write-back", "selective"])
+@pytest.mark.parametrize("eviction", ["lru", "fifo", "lfu", "arc", "opt"])
+def test_every_design_from_the_command_line(design, eviction):
+    """The flags reach the cache: the report names the design, and its figures are the in-process replay's."""
+    args = ["--workload", "lab", "--gpu-tokens", "21520", "--cpu-tokens", "20000", "--write-policy", design]
+    args += ["--gpu-eviction", eviction, "--cpu-eviction", eviction]
+    report = run_ok(*args)
+    assert {key: report["cache"][key] for key in ("write_policy", "gpu_eviction", "cpu_eviction")} == {
+        "write_policy": design,
+        "gpu_eviction": eviction,
+        "cpu_eviction": eviction,
+    }
+    workload = WORKLOADS["lab"](256)
+    cache = make_cache(design, 21520, 20000, 256, gpu_eviction=eviction, cpu_eviction=eviction)
+    expected = replay.figures(replay.overall(replay.replay(workload, cache)))
+    assert {key: report[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize("touch", [False, True])
+@pytest.mark.parametrize("re_store", [False, True])
+def test_the_lmcache_switches_reach_the_cache(touch, re_store):
+    """Each switch is reported and replayed: two documents read back and forth through a GPU that holds one and a
+    half and a CPU that holds one, where re-storing GPU hits on the CPU pushes out the block the last pass needs."""
+    args = ["--workload", "lab", "--docs", "2", "--tokens", "512", "--passes", "fwd,rev,fwd,fwd"]
+    args += ["--gpu-tokens", "768", "--cpu-tokens", "512", "--block-tokens", "256"]
+    args += ["--touch-cpu-on-gpu-hit"] * touch + ["--re-store-on-gpu-hit"] * re_store
+    report = run_ok(*args)
+    assert (report["cache"]["touch_cpu_on_gpu_hit"], report["cache"]["re_store_on_gpu_hit"]) == (touch, re_store)
+    workload = WORKLOADS["lab"](256, docs=2, tokens=512, passes="fwd,rev,fwd,fwd")
+    cache = make_cache("write-through", 768, 512, 256, touch_cpu_on_gpu_hit=touch, re_store_on_gpu_hit=re_store)
+    totals = replay.replay(workload, cache)
+    assert [one["cpu_hit_tokens"] for one in report["rounds"]] == [row[6] for row in totals]
+    assert report["rounds"][3]["cpu_hit_tokens"] == (0 if re_store else 512)
+
+
 # --------------------------------------------------------------------------------------------
 # Bad flags
 # --------------------------------------------------------------------------------------------
@@ -347,6 +395,13 @@ BAD_FLAGS = [
     ([*LAB, "extra\nargument"], "extra"),
     (["--workload", "mooncake", "--trace", "{tmp}/two\nlines.jsonl", "--gpu-tokens", "1"], "cannot read"),
     ([*LAB, "--per-request", "{tmp}/no\nfolder/x.csv"], "cannot write"),
+    ([*LAB, "--write-policy", "write-around"], "'write-through', 'write-back', 'selective'"),
+    ([*LAB, "--gpu-eviction", "clock"], "'lru', 'fifo', 'lfu', 'arc', 'opt'"),
+    ([*LAB, "--cpu-eviction", "LRU"], "'lru', 'fifo', 'lfu', 'arc', 'opt'"),
+    ([*LAB, "--cpu-eviction", "opt", "--partial-blocks", "keep"], "opt needs equal-sized blocks"),
+    ([*LAB, "--gpu-eviction", "arc", "--partial-blocks", "keep"], "arc needs equal-sized blocks"),
+    ([*LAB, "--write-policy", "write-back", "--touch-cpu-on-gpu-hit"], "touch_cpu_on_gpu_hit applies to"),
+    ([*LAB, "--write-policy", "selective", "--re-store-on-gpu-hit"], "re_store_on_gpu_hit applies to"),
 ]
 
 

@@ -6,7 +6,16 @@ import json
 import pytest
 from conftest import KVLAB, ROOT, run_python
 
-SETTINGS = ["block_tokens", "gpu_tokens", "cpu_tokens", "partial_blocks", "eviction_order"]
+SETTINGS = [
+    "block_tokens",
+    "gpu_tokens",
+    "cpu_tokens",
+    "partial_blocks",
+    "eviction_order",
+    "write_policy",
+    "gpu_eviction",
+    "cpu_eviction",
+]
 POINTS = {  # deliberately not in name order: the table must keep the order of its arguments
     "p3": ["--gpu-tokens", "50110", "--block-tokens", "512", "--partial-blocks", "keep"],
     "p1": ["--gpu-tokens", "21520", "--cpu-tokens", "56000"],

@@ -19,6 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab import scenario
+from kvlab.replay import replay as block_replay
+from kvlab.workloads import LabWorkload
+from kvlab.write_policies import make_cache
 
 SCRIPT = KVLAB / "scenario.py"
 PASS_KEYS = ["order", "gpu_hits", "cpu_hits", "misses", "hit_docs"]
@@ -254,6 +257,7 @@ BAD_CASES = (
     + [["--passes", value] for value in BAD_PASSES]
     + [[f"--passes={value}"] for value in ("fwd,bwd", "FWD", "fwd,,rev")]
     + [["--gpu"], ["--passes"], ["--no-such-option"], ["extra"], ["two\nlines"], ["--passes", "fwd\nrev"]]
+    + [["--write-policy", value] for value in ("write-around", "", "WRITE-BACK", "write_back")]
 )
 
 
@@ -281,7 +285,36 @@ def test_bad_argument_with_otherwise_good_ones():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [["--passes", "fwd,fwd"], [], ["--cpu", "56000"]])
+def test_a_bad_write_policy_lists_the_valid_ones():
+    proc = run_cli("--write-policy", "write-around")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert all(name in proc.stderr for name in ("write-through", "write-back", "selective"))
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    policy=st.sampled_from(["write-through", "write-back", "selective"]),
+    gpu=st.integers(0, 60),
+    cpu=st.integers(0, 60),
+    docs=st.integers(0, 8),
+    tokens=st.integers(1, 12),
+    passes=st.lists(st.sampled_from(["fwd", "rev"]), min_size=1, max_size=4),
+)
+def test_run_of_each_write_policy_is_the_block_replay(policy, gpu, cpu, docs, tokens, passes):
+    """scenario.py's --write-policy (kvsim's document-level classes) against the block-level replay, one block per
+    document: the same GPU hits, CPU hits and misses in every pass."""
+    result = scenario.run(gpu, cpu, docs, tokens, passes, policy)
+    workload = LabWorkload(tokens, docs=docs, tokens=tokens, passes=",".join(passes))
+    totals = block_replay(workload, make_cache(policy, gpu, cpu, tokens))
+    for counts, row in zip(result["passes"], totals, strict=True):
+        requests, blocks, _, gpu_blocks, cpu_blocks, _, _ = row
+        assert (counts["gpu_hits"], counts["cpu_hits"]) == (gpu_blocks, cpu_blocks)
+        assert counts["misses"] == blocks - gpu_blocks - cpu_blocks
+
+
+@pytest.mark.parametrize(
+    "args", [["--passes", "fwd,fwd"], [], ["--cpu", "56000"], ["--cpu", "30066", "--write-policy", "write-back"]]
+)
 def test_standalone_copy(tmp_path, args):
     for name in ("kvsim.py", "scenario.py", "summarize.py"):
         shutil.copy(KVLAB / name, tmp_path / name)

@@ -120,8 +120,11 @@ def test_a_mooncake_trace_is_one_config_entry(regenerated, tmp_path):
         f"      trace: {trace}\n"
         "      rooms: {gpu_tokens: [1000000], cpu_tokens: [0, 10000000], block_tokens: [512, 1024]}\n"
     )
-    with (copy / "config.yaml").open("a", encoding="utf-8") as config:
-        config.write(entry)
+    config = copy / "config.yaml"
+    marker = "    # A Mooncake FAST'25 trace"
+    text = config.read_text(encoding="utf-8")
+    assert text.count(marker) == 1
+    config.write_text(text.replace(marker, entry + marker), encoding="utf-8")
 
     snakemake(copy)
 
