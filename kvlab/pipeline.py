@@ -7,21 +7,13 @@ Kept out of the ``.smk`` files so that it is tested on its own; the rules only c
 import shlex
 from itertools import product
 
+from kvlab.eviction import EVICTION_POLICIES
+from kvlab.replay import CACHE_POLICY as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.workloads import MOONCAKE_BLOCK_TOKENS
 from kvlab.write_policies import LMCACHE_SWITCHES
 
 SETTINGS = ("gpu", "cpu", "docs", "tokens", "write_policy")
-# Cache settings of the replay section that a workload may override (the booleans are switches).
-REPLAY_CACHE = (
-    "partial_blocks",
-    "eviction_order",
-    "write_policy",
-    "gpu_eviction",
-    "cpu_eviction",
-    "touch_cpu_on_gpu_hit",
-    "re_store_on_gpu_hit",
-)
-EQUAL_SIZED = ("arc", "opt")  # eviction policies that need partial_blocks: drop
+EQUAL_SIZED = tuple(name for name, policy in EVICTION_POLICIES.items() if policy.equal_sizes)  # need drop
 POLICY_CLIFF = "results/policies/cpu_cliff.json"
 RESERVED = frozenset({"measured", "ttft"})
 EXAMPLE_MEASUREMENT = "results/example/ttft.synthetic.jsonl"
@@ -84,9 +76,10 @@ def check_policies(config):
     for workload in policies["tables"]["workloads"]:
         if workload not in config["replay"]["workloads"]:
             raise ConfigError(f"config: policies.tables.workloads names {workload!r}, which is not in replay.workloads")
-        if replay_cache(config, workload)["partial_blocks"] != "drop" and set(policies["evictions"]) & set(EQUAL_SIZED):
+        equal_sized = [name for name in policies["evictions"] if name in EQUAL_SIZED]
+        if equal_sized and replay_cache(config, workload)["partial_blocks"] != "drop":
             raise ConfigError(
-                "config: policies.evictions has arc or opt, which need partial_blocks drop;"
+                f"config: policies.evictions has {', '.join(equal_sized)}, which need partial_blocks drop;"
                 f" replay.workloads.{workload} keeps partial blocks"
             )
 

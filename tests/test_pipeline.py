@@ -155,7 +155,7 @@ CROSS_FIELD = {
     ),
     "policy table keeps partial blocks with arc": (
         setter(["replay", "workloads", "lab", "partial_blocks"], "keep"),
-        "policies.evictions has arc or opt, which need partial_blocks drop; replay.workloads.lab keeps",
+        "policies.evictions has arc, opt, which need partial_blocks drop; replay.workloads.lab keeps",
     ),
     "policy table of an unknown workload": (
         setter(["policies", "tables", "workloads"], ["lab", "sharegpt"]),
