@@ -10,7 +10,7 @@ from itertools import product
 from kvlab.eviction import EVICTION_POLICIES
 from kvlab.replay import CACHE_POLICY as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.workloads import MOONCAKE_BLOCK_TOKENS
-from kvlab.write_policies import LMCACHE_SWITCHES
+from kvlab.write_policies import LMCACHE_SWITCHES, make_cache
 
 SETTINGS = ("gpu", "cpu", "docs", "tokens", "write_policy")
 EQUAL_SIZED = tuple(name for name, policy in EVICTION_POLICIES.items() if policy.equal_sizes)  # need drop
@@ -52,17 +52,13 @@ def check_config(config):
 
 
 def check_cache(config, workload):
-    """The workload's cache settings combine: LMCache switches on write-through, arc/opt on full blocks."""
-    cache = replay_cache(config, workload)
-    where = f"config: replay.workloads.{workload}"
-    for switch in LMCACHE_SWITCHES:
-        if cache[switch] and cache["write_policy"] != "write-through":
-            raise ConfigError(
-                f"{where}: {switch} applies to write_policy write-through only, not {cache['write_policy']}"
-            )
-    for tier in ("gpu_eviction", "cpu_eviction"):
-        if cache[tier] in EQUAL_SIZED and cache["partial_blocks"] != "drop":
-            raise ConfigError(f"{where}: {tier} {cache[tier]} needs equal-sized blocks: partial_blocks drop")
+    """The workload's cache settings combine (LMCache switches on write-through, arc/opt on full blocks):
+    the cache itself says, built with empty rooms."""
+    settings = replay_cache(config, workload)
+    try:
+        make_cache(settings.pop("write_policy"), 0, 0, 1, **settings)
+    except ValueError as error:
+        raise ConfigError(f"config: replay.workloads.{workload}: {error}") from None
 
 
 def check_policies(config):

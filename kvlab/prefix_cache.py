@@ -57,16 +57,11 @@ class PrefixCache:
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"
         if self.keep_partial:
-            for tier in (self.gpu, self.cpu):
+            for setting, tier in (("gpu_eviction", self.gpu), ("cpu_eviction", self.cpu)):
                 if tier.equal_sizes:
-                    raise ValueError(f"eviction policy {tier.name} needs equal-sized blocks: use partial_blocks drop")
+                    raise ValueError(f"{setting} {tier.name} needs equal-sized blocks: partial_blocks drop")
         self._offline = [tier for tier in (self.gpu, self.cpu) if tier.offline]
         self._futures = None
-        self._settings = {
-            "partial_blocks": partial_blocks,
-            "eviction_order": eviction_order,
-            "gpu_eviction": gpu_eviction,
-        }
 
     @property
     def offline(self):
@@ -93,7 +88,14 @@ class PrefixCache:
 
     def _gpu_prefixes(self, requests):
         """The GPU prefix of every request, from a replay of this cache's GPU tier alone."""
-        gpu_only = type(self)(self.gpu.capacity, 0, self.block_tokens, **self._settings, cpu_eviction="lru")
+        gpu_only = type(self)(
+            self.gpu.capacity,
+            0,
+            self.block_tokens,
+            partial_blocks="keep" if self.keep_partial else "drop",
+            eviction_order="tail-first" if self.tail_first else "head-first",
+            gpu_eviction=self.gpu.name,
+        )
         if gpu_only.offline:
             gpu_only.foresee(requests)
         return [gpu_only.serve(keys, tokens)[0] for keys, tokens in requests]

@@ -120,16 +120,10 @@ def add_workload_arguments(parser):
             group.add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help)
 
 
-def build_cache(args, block_tokens, gpu_tokens=None, cpu_tokens=None):
-    """The cache the arguments describe (rooms from ``args`` unless given); ValueError for a bad combination."""
+def build_cache(args, block_tokens):
+    """The cache the arguments describe; ValueError for a bad combination."""
     policy = {key: getattr(args, key) for key in CACHE_POLICY}
-    return make_cache(
-        policy.pop("write_policy"),
-        args.gpu_tokens if gpu_tokens is None else gpu_tokens,
-        args.cpu_tokens if cpu_tokens is None else cpu_tokens,
-        block_tokens,
-        **policy,
-    )
+    return make_cache(policy.pop("write_policy"), args.gpu_tokens, args.cpu_tokens, block_tokens, **policy)
 
 
 def argument(convert):
@@ -179,11 +173,13 @@ def replay(workload, cache, per_request=None, bar=None):
     for each request.
     """
     totals = [[0] * len(COUNTERS) for _ in workload.rounds]
-    if cache.offline:  # opt: read the whole workload first
-        cache.foresee((request.keys, request.tokens) for request in workload.requests())
+    requests = workload.requests()
+    if cache.offline:  # opt: learn the whole workload first (read once, served from memory)
+        requests = list(requests)
+        cache.foresee((request.keys, request.tokens) for request in requests)
     serve = cache.serve
     update = bar.update if bar is not None else None
-    for request in workload.requests():
+    for request in requests:
         keys, tokens = request.keys, request.tokens
         gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens = serve(keys, tokens)
         row = totals[request.round]
