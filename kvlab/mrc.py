@@ -1,0 +1,194 @@
+"""Exact LRU hit curves: the hits at every capacity from one pass (``kvlab/stack_distance.py``).
+
+Two uses:
+
+* :func:`lru_curve`: a plain stream of sized accesses through the lab's ``LRUCache``.
+* :func:`tier_curve`: the tokens a tier of the block-level prefix cache serves, per round, at
+  every room of that tier: the GPU tier (the same in every write policy), or the CPU tier of
+  write-through at a fixed GPU room (it sees exactly the blocks the GPU did not serve). Both use
+  LRU and the replay's rules (``kvlab/prefix_cache.py``): a request is looked up before its blocks
+  are written, so a block counts when it was present at the lookup and so were all before it.
+
+A curve is a step function: ``values[:, i]`` holds from ``capacities[i]`` up to the next
+capacity. It need not rise everywhere: an entry larger than the room never evicts, so a small
+cache can keep what a larger one loses.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .prefix_cache import Blocks
+from .stack_distance import INFINITY, _grow, last_positions, presence_intervals
+from .write_policies import WriteThrough
+
+__all__ = ["Curve", "lru_curve", "tier_curve"]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Per-round values (rows) of a step function of the capacity; ``capacities[0]`` is 0."""
+
+    rounds: tuple
+    capacities: np.ndarray
+    values: np.ndarray  # shape (len(rounds), len(capacities))
+
+    def total(self):
+        """The rounds added up, one value per capacity."""
+        return self.values.sum(axis=0)
+
+    def at(self, capacity):
+        """Per-round values at ``capacity`` (a whole number >= 0)."""
+        return self.values[:, np.searchsorted(self.capacities, capacity, side="right") - 1]
+
+    def final(self):
+        """Per-round values at an unlimited capacity."""
+        return self.values[:, -1]
+
+    def smallest_reaching(self, value):
+        """The smallest capacity whose total reaches ``value``; None if none does."""
+        reached = np.flatnonzero(self.total() >= value)
+        return int(self.capacities[reached[0]]) if len(reached) else None
+
+
+def curve_from_intervals(owner, start, end, weights, groups, rounds):
+    """Add ``weights[owner]`` over each interval, per group ``groups[owner]``: one row per round."""
+    ends = end < INFINITY
+    capacities = np.unique(np.concatenate(([0], start, end[ends])))
+    deltas = np.zeros((len(rounds), len(capacities) + 1), dtype=np.int64)
+    np.add.at(deltas, (groups[owner], np.searchsorted(capacities, start)), weights[owner])
+    np.add.at(deltas, (groups[owner[ends]], np.searchsorted(capacities, end[ends])), -weights[owner[ends]])
+    return Curve(tuple(rounds), capacities, np.cumsum(deltas, axis=1)[:, :-1])
+
+
+def lru_curve(keys, sizes, weigh_by_size=False):
+    """Hits of ``LRUCache(capacity).access(key, size)`` over the stream, at every capacity.
+
+    With ``weigh_by_size`` a hit counts its size (hit tokens or bytes) instead of 1.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    owner, start, end = presence_intervals(keys, sizes, np.arange(len(keys)), last_positions(keys))
+    weights = sizes if weigh_by_size else np.ones(len(keys), dtype=np.int64)
+    return curve_from_intervals(owner, start, end, weights, np.zeros(len(keys), dtype=np.int64), ["all"])
+
+
+class _Stream:
+    """A tier's accesses (dense key ids and sizes) and its lookups, built request by request."""
+
+    def __init__(self):
+        self.ids = {}
+        self.keys, self.sizes, self.last = [], [], {}
+        self.query_time, self.query_previous, self.query_request = [], [], []
+        self.query_weight, self.query_round = [], []
+
+    def look_up(self, keys, first, request, round_index, blocks):
+        """Queries for ``keys[first:]`` at this point, until a key this tier never had."""
+        time = len(self.keys)
+        last = self.last
+        for index in range(first, len(keys)):
+            previous = last.get(keys[index])
+            if previous is None:
+                break
+            self.query_time.append(time)
+            self.query_previous.append(previous)
+            self.query_request.append(request)
+            self.query_weight.append(blocks.block if index < len(keys) - 1 else blocks.last)
+            self.query_round.append(round_index)
+
+    def access(self, keys, order, blocks):
+        """The tier's accesses of ``keys[i]`` for ``i`` in ``order``."""
+        for index in order:
+            key = keys[index]
+            self.last[key] = len(self.keys)
+            self.keys.append(self.ids.setdefault(key, len(self.ids)))
+            self.sizes.append(blocks.block if index < blocks.full else blocks.last)
+
+    def curve(self, rounds):
+        times = np.array(self.query_time, dtype=np.int64)
+        owner, start, end = presence_intervals(
+            np.array(self.keys, dtype=np.int64),
+            np.array(self.sizes, dtype=np.int64),
+            times,
+            np.array(self.query_previous, dtype=np.int64),
+        )
+        owner, start, end = _served(owner, start, end, np.array(self.query_request, dtype=np.int64))
+        return curve_from_intervals(
+            owner, start, end, np.array(self.query_weight, dtype=np.int64), np.array(self.query_round, dtype=np.int64), rounds
+        )
+
+
+def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu_tokens=None):
+    """Tokens served per round by the GPU tier (``gpu_tokens`` None) or by the CPU tier of write-through
+    at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers)."""
+    block = workload.block_tokens
+    keep = partial_blocks == "keep"
+    tail_first = eviction_order == "tail-first"
+    gpu = None
+    if gpu_tokens is not None:  # the GPU alone decides what reaches the CPU
+        gpu = WriteThrough(gpu_tokens, 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order)
+    stream = _Stream()
+    for number, request in enumerate(workload.requests()):
+        keys = request.keys
+        if not keys:
+            continue
+        blocks = Blocks(keys, request.tokens, block, keep)
+        first = 0 if gpu is None else gpu.serve(keys, request.tokens)[0]
+        stream.look_up(keys, first, number, request.round, blocks)
+        hit = min(first, blocks.stored)
+        order = range(blocks.stored - 1, hit - 1, -1) if tail_first else range(hit, blocks.stored)
+        stream.access(keys, order, blocks)
+    return stream.curve(workload.rounds)
+
+
+@njit(cache=True)
+def _served(owner, start, end, request):
+    """Where each looked-up block is served: present, and so is every block before it in its request.
+
+    Queries of one request are consecutive, head first; the result has the same layout.
+    """
+    out_owner = np.empty(owner.shape[0], dtype=np.int64)
+    out_start = np.empty(owner.shape[0], dtype=np.int64)
+    out_end = np.empty(owner.shape[0], dtype=np.int64)
+    current_start = np.empty(owner.shape[0] + 1, dtype=np.int64)
+    current_end = np.empty(owner.shape[0] + 1, dtype=np.int64)
+    next_start = np.empty(owner.shape[0] + 1, dtype=np.int64)
+    next_end = np.empty(owner.shape[0] + 1, dtype=np.int64)
+    used = 0
+    i = 0
+    queries = request.shape[0]
+    held = 0  # intervals of the running intersection
+    for q in range(queries):
+        begin = i
+        while i < owner.shape[0] and owner[i] == q:
+            i += 1
+        if q == 0 or request[q] != request[q - 1]:
+            held = i - begin
+            current_start[:held] = start[begin:i]
+            current_end[:held] = end[begin:i]
+        else:
+            count, a, b = 0, 0, begin
+            while a < held and b < i:
+                lo = max(current_start[a], start[b])
+                hi = min(current_end[a], end[b])
+                if lo < hi:
+                    next_start[count], next_end[count] = lo, hi
+                    count += 1
+                if current_end[a] < end[b]:
+                    a += 1
+                else:
+                    b += 1
+            held = count
+            current_start[:held] = next_start[:held]
+            current_end[:held] = next_end[:held]
+        if used + held > out_owner.shape[0]:
+            grown = 2 * (used + held)
+            out_owner = _grow(out_owner, grown, used)
+            out_start = _grow(out_start, grown, used)
+            out_end = _grow(out_end, grown, used)
+        for k in range(held):
+            out_owner[used], out_start[used], out_end[used] = q, current_start[k], current_end[k]
+            used += 1
+    return out_owner[:used].copy(), out_start[:used].copy(), out_end[:used].copy()
+
