@@ -12,27 +12,44 @@ Two uses:
 A curve is a step function: ``values[:, i]`` holds from ``capacities[i]`` up to the next
 capacity. It need not rise everywhere: an entry larger than the room never evicts, so a small
 cache can keep what a larger one loses.
+
+Usage: ``python kvlab/mrc.py --workload {lab,long_doc_qa,mooncake} [source flags] [--block-tokens B]
+[--gpu-tokens G] [--target-hit-ratio R] [--curve FILE]``: the GPU tier's curve, or with ``--gpu-tokens``
+the CPU tier's at that GPU room; prints the cliffs as JSON and writes the curve as CSV to FILE.
 """
 
+import math
+import sys
 from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+if not __package__:  # run as `python kvlab/mrc.py`: import the package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import numpy as np
 from numba import njit
 
-from .prefix_cache import Blocks
-from .stack_distance import INFINITY, _grow, last_positions, presence_intervals
-from .write_policies import WriteThrough
+from kvlab.prefix_cache import Blocks
+from kvlab.stack_distance import INFINITY, _grow, last_positions, presence_intervals
+from kvlab.write_policies import WriteThrough
 
 __all__ = ["Curve", "lru_curve", "tier_curve"]
 
 
 @dataclass(frozen=True)
 class Curve:
-    """Per-round values (rows) of a step function of the capacity; ``capacities[0]`` is 0."""
+    """Per-round hits (rows) of a step function of the capacity; ``capacities[0]`` is 0.
+
+    ``inputs`` is what each round asks for (tokens, or accesses) and ``base`` what a tier in front
+    already served of it (the GPU's tokens, for the CPU tier's curve), per round.
+    """
 
     rounds: tuple
     capacities: np.ndarray
     values: np.ndarray  # shape (len(rounds), len(capacities))
+    inputs: np.ndarray
+    base: np.ndarray
 
     def total(self):
         """The rounds added up, one value per capacity."""
@@ -46,20 +63,26 @@ class Curve:
         """Per-round values at an unlimited capacity."""
         return self.values[:, -1]
 
-    def smallest_reaching(self, value):
-        """The smallest capacity whose total reaches ``value``; None if none does."""
-        reached = np.flatnonzero(self.total() >= value)
+    def smallest_reaching(self, value, values=None):
+        """The smallest capacity whose total (or ``values``, one per capacity) reaches ``value``; None if none."""
+        reached = np.flatnonzero((self.total() if values is None else values) >= value)
         return int(self.capacities[reached[0]]) if len(reached) else None
 
+    def smallest_for_ratio(self, ratio):
+        """The smallest capacity at which (base + hits) / inputs over all rounds reaches ``ratio``; None if none."""
+        need = math.ceil(Fraction(str(ratio)) * int(self.inputs.sum())) - int(self.base.sum())  # 0.9 is 9/10
+        return self.smallest_reaching(max(need, 0))
 
-def curve_from_intervals(owner, start, end, weights, groups, rounds):
+
+def curve_from_intervals(owner, start, end, weights, groups, rounds, inputs, base):
     """Add ``weights[owner]`` over each interval, per group ``groups[owner]``: one row per round."""
     ends = end < INFINITY
     capacities = np.unique(np.concatenate(([0], start, end[ends])))
     deltas = np.zeros((len(rounds), len(capacities) + 1), dtype=np.int64)
     np.add.at(deltas, (groups[owner], np.searchsorted(capacities, start)), weights[owner])
     np.add.at(deltas, (groups[owner[ends]], np.searchsorted(capacities, end[ends])), -weights[owner[ends]])
-    return Curve(tuple(rounds), capacities, np.cumsum(deltas, axis=1)[:, :-1])
+    values = np.cumsum(deltas, axis=1)[:, :-1]
+    return Curve(tuple(rounds), capacities, values, np.asarray(inputs, dtype=np.int64), np.asarray(base, dtype=np.int64))
 
 
 def lru_curve(keys, sizes, weigh_by_size=False):
@@ -71,7 +94,8 @@ def lru_curve(keys, sizes, weigh_by_size=False):
     sizes = np.asarray(sizes, dtype=np.int64)
     owner, start, end = presence_intervals(keys, sizes, np.arange(len(keys)), last_positions(keys))
     weights = sizes if weigh_by_size else np.ones(len(keys), dtype=np.int64)
-    return curve_from_intervals(owner, start, end, weights, np.zeros(len(keys), dtype=np.int64), ["all"])
+    inputs = [int(weights.sum())]
+    return curve_from_intervals(owner, start, end, weights, np.zeros(len(keys), dtype=np.int64), ["all"], inputs, [0])
 
 
 class _Stream:
@@ -105,7 +129,7 @@ class _Stream:
             self.keys.append(self.ids.setdefault(key, len(self.ids)))
             self.sizes.append(blocks.block if index < blocks.full else blocks.last)
 
-    def curve(self, rounds):
+    def curve(self, rounds, inputs, base):
         times = np.array(self.query_time, dtype=np.int64)
         owner, start, end = presence_intervals(
             np.array(self.keys, dtype=np.int64),
@@ -115,7 +139,7 @@ class _Stream:
         )
         owner, start, end = _served(owner, start, end, np.array(self.query_request, dtype=np.int64))
         return curve_from_intervals(
-            owner, start, end, np.array(self.query_weight, dtype=np.int64), np.array(self.query_round, dtype=np.int64), rounds
+            owner, start, end, np.array(self.query_weight, dtype=np.int64), np.array(self.query_round, dtype=np.int64), rounds, inputs, base
         )
 
 
@@ -129,17 +153,23 @@ def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu
     if gpu_tokens is not None:  # the GPU alone decides what reaches the CPU
         gpu = WriteThrough(gpu_tokens, 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order)
     stream = _Stream()
+    inputs = [0] * len(workload.rounds)
+    base = [0] * len(workload.rounds)
     for number, request in enumerate(workload.requests()):
         keys = request.keys
+        inputs[request.round] += request.tokens
         if not keys:
             continue
         blocks = Blocks(keys, request.tokens, block, keep)
-        first = 0 if gpu is None else gpu.serve(keys, request.tokens)[0]
+        first = 0
+        if gpu is not None:
+            first, _, served, _ = gpu.serve(keys, request.tokens)
+            base[request.round] += served
         stream.look_up(keys, first, number, request.round, blocks)
         hit = min(first, blocks.stored)
         order = range(blocks.stored - 1, hit - 1, -1) if tail_first else range(hit, blocks.stored)
         stream.access(keys, order, blocks)
-    return stream.curve(workload.rounds)
+    return stream.curve(workload.rounds, inputs, base)
 
 
 @njit(cache=True)
@@ -192,3 +222,128 @@ def _served(owner, start, end, request):
             used += 1
     return out_owner[:used].copy(), out_start[:used].copy(), out_end[:used].copy()
 
+
+
+def ratio(part, whole):
+    return round(part / whole, 6) if whole else None
+
+
+def cliffs(curve, target=None):
+    """What the curve says in a few numbers: the reuse it can give and the smallest room for it (and for
+    ``target``, a token hit ratio over all rounds counting what the tier in front served), overall and per round."""
+    final = curve.final()
+    inputs, base = int(curve.inputs.sum()), int(curve.base.sum())
+    reusable = int(final.sum())
+    found = {
+        "input_tokens": inputs,
+        "served_in_front_tokens": base,
+        "reusable_tokens": reusable,
+        "max_token_hit_ratio": ratio(base + reusable, inputs),
+        "tokens_for_full_reuse": curve.smallest_reaching(reusable),
+    }
+    if target is not None:
+        found["target_hit_ratio"] = target
+        found["tokens_for_target"] = curve.smallest_for_ratio(target)
+    found["rounds"] = [
+        {
+            "round": name,
+            "input_tokens": int(curve.inputs[index]),
+            "served_in_front_tokens": int(curve.base[index]),
+            "reusable_tokens": int(final[index]),
+            "tokens_for_full_reuse": curve.smallest_reaching(final[index], curve.values[index]),
+        }
+        for index, name in enumerate(curve.rounds)
+    ]
+    return found
+
+
+def curve_csv(curve, tier):
+    """The curve as CSV text: one row per step (its room), the hit tokens per round and in all, the hit ratio."""
+    import pandas as pd
+
+    table = pd.DataFrame({f"{tier}_tokens": curve.capacities})
+    for index, name in enumerate(curve.rounds):
+        table[f"{name}_{tier}_hit_tokens"] = curve.values[index]
+    table[f"{tier}_hit_tokens"] = curve.total()
+    inputs = int(curve.inputs.sum())
+    table["token_hit_ratio"] = ((table[f"{tier}_hit_tokens"] + int(curve.base.sum())) / inputs).round(6) if inputs else None
+    return table.to_csv(index=False, lineterminator="\n")
+
+
+def build_parser():
+    from kvlab.replay import add_block_rule_arguments, add_workload_arguments, argument
+    from kvlab.scenario import OneLineParser
+    from kvlab.workloads import WORKLOADS, whole_number
+
+    parser = OneLineParser(prog="mrc.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
+    cache = parser.add_argument_group("cache (LRU on both tiers, write-through)")
+    cache.add_argument(
+        "--block-tokens",
+        type=argument(whole_number(1)),
+        help="tokens per block (default 256, LMCache's chunk; mooncake: 512 or a multiple of it)",
+    )
+    add_block_rule_arguments(cache)
+    cache.add_argument(
+        "--gpu-tokens",
+        type=argument(whole_number(0)),
+        help="the CPU tier's curve at this GPU room in tokens (default: the GPU tier's curve)",
+    )
+    cache.add_argument(
+        "--target-hit-ratio",
+        type=argument(hit_ratio),
+        help="also the smallest room for this token hit ratio over all rounds (0..1)",
+    )
+    parser.add_argument("--curve", metavar="FILE", help="write the curve as CSV to FILE")
+    add_workload_arguments(parser)
+    return parser
+
+
+def hit_ratio(text):
+    """A token hit ratio in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a ratio between 0 and 1, got {text!r}")
+    return value
+
+
+def main(argv=None):
+    from kvlab.files import dump_json, write_atomically
+    from kvlab.replay import make_workload
+    from kvlab.workloads import WorkloadError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        workload = make_workload(args)
+    except WorkloadError as error:
+        parser.error(str(error))
+    tier = "gpu" if args.gpu_tokens is None else "cpu"
+    try:
+        curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens)
+    except WorkloadError as error:
+        parser.fail(str(error))
+    if args.curve:
+        try:
+            write_atomically(args.curve, curve_csv(curve, tier))
+        except OSError as error:
+            parser.fail(f"cannot write {args.curve}: {error.strerror}")
+    cache = {
+        "tier": tier,
+        "block_tokens": workload.block_tokens,
+        "partial_blocks": args.partial_blocks,
+        "eviction_order": args.eviction_order,
+        "eviction": "lru",
+    }
+    if tier == "cpu":
+        cache.update(write_policy="write-through", gpu_tokens=args.gpu_tokens)
+    result = {"workload": workload.describe(), "cache": cache, **cliffs(curve, args.target_hit_ratio)}
+    sys.stdout.write(dump_json(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

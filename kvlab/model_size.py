@@ -1,0 +1,134 @@
+"""KV-cache bytes per token from a Hugging Face ``config.json``, and GiB <-> tokens.
+
+A token's KV cache is a key and a value vector per layer and KV head:
+``2 x num_hidden_layers x KV heads per GPU x head_dim x bytes of torch_dtype``. With tensor
+parallelism each GPU holds ``num_key_value_heads / tp`` of the heads (at least one: vLLM
+replicates a head when there are more GPUs than KV heads), and its own share of the CPU cache.
+
+"GB" of KV memory means GiB (2**30 bytes), as LMCache's ``max_local_cpu_size``, vLLM's
+``kv_offloading_size`` and the lab's handout use it: Qwen2.5-1.5B stores 4,864 tokens in
+0.1299 of them.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from pathlib import Path
+
+__all__ = ["GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
+
+GIB = 2**30
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
+GIB_DECIMALS = 4
+
+
+class ModelConfigError(ValueError):
+    """A config.json kvlab cannot size; the message names the file."""
+
+
+@dataclass(frozen=True)
+class KVShape:
+    """What sizes a token's KV cache: layers, KV heads, head dimension and the element type."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: str
+
+    def heads_per_gpu(self, tp=1):
+        """KV heads each of ``tp`` GPUs holds; ValueError when the heads do not split evenly."""
+        if tp < 1:
+            raise ValueError(f"tp must be >= 1, got {tp!r}")
+        if self.kv_heads % tp and tp % self.kv_heads:
+            raise ValueError(f"{self.kv_heads} KV heads do not split over tp {tp}")
+        return max(1, self.kv_heads // tp)
+
+    def bytes_per_token(self, tp=1):
+        """KV bytes of one token on one GPU (and in that GPU's share of the CPU cache)."""
+        return 2 * self.layers * self.heads_per_gpu(tp) * self.head_dim * DTYPE_BYTES[self.dtype]
+
+    def describe(self, tp=1):
+        return {
+            "layers": self.layers,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "dtype": self.dtype,
+            "tp": tp,
+            "kv_heads_per_gpu": self.heads_per_gpu(tp),
+            "bytes_per_token": self.bytes_per_token(tp),
+        }
+
+
+def read_model_config(path):
+    """The :class:`KVShape` of a Hugging Face ``config.json``; ModelConfigError naming the file if it cannot."""
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ModelConfigError(f"{path}: cannot read: {error.strerror}") from None
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ModelConfigError(f"{path}: not a JSON config ({getattr(error, 'msg', error)})") from None
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{path}: expected a JSON object")
+    if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
+        config = {**config, **config["text_config"]}  # a multimodal model: its language model's shape
+    if "kv_lora_rank" in config:
+        raise ModelConfigError(f"{path}: multi-head latent attention (kv_lora_rank) is not sized by heads")
+
+    def whole(field, value):
+        if type(value) is not int or value < 1:
+            raise ModelConfigError(f"{path}: {field} must be a whole number >= 1, got {value!r}")
+        return value
+
+    def field(name):
+        if config.get(name) is None:
+            raise ModelConfigError(f"{path}: missing {name}")
+        return whole(name, config[name])
+
+    layers = field("num_hidden_layers")
+    heads = field("num_attention_heads")
+    kv_heads = whole("num_key_value_heads", config["num_key_value_heads"]) if config.get("num_key_value_heads") else heads
+    if config.get("head_dim") is not None:
+        head_dim = whole("head_dim", config["head_dim"])
+    else:
+        hidden = field("hidden_size")
+        if hidden % heads:
+            raise ModelConfigError(f"{path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
+        head_dim = hidden // heads
+    dtype = config.get("torch_dtype", config.get("dtype"))
+    if dtype is None:
+        raise ModelConfigError(f"{path}: missing torch_dtype")
+    if dtype not in DTYPE_BYTES:
+        raise ModelConfigError(f"{path}: torch_dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    return KVShape(layers, kv_heads, head_dim, dtype)
+
+
+def decimal_gib(value):
+    """A GiB amount as an exact Decimal (from its text, so 1.5 is 1.5); ValueError if not a number >= 0."""
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        raise ValueError(f"expected a number of GiB >= 0, got {value!r}") from None
+    if not number.is_finite() or number < 0:
+        raise ValueError(f"expected a number of GiB >= 0, got {value!r}")
+    return number
+
+
+def tokens_in(gib_amount, bytes_per_token):
+    """Whole tokens of KV that ``gib_amount`` GiB holds."""
+    return math.floor(decimal_gib(gib_amount) * GIB / bytes_per_token)
+
+
+def gib(tokens, bytes_per_token):
+    """GiB that ``tokens`` tokens of KV take, rounded up to 4 decimals: a budget of that many GiB holds them."""
+    exact = Decimal(tokens * bytes_per_token) / GIB
+    return float(exact.quantize(Decimal(1).scaleb(-GIB_DECIMALS), rounding=ROUND_CEILING))
