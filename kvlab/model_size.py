@@ -96,7 +96,9 @@ def read_model_config(path):
 
     layers = field("num_hidden_layers")
     heads = field("num_attention_heads")
-    kv_heads = whole("num_key_value_heads", config["num_key_value_heads"]) if config.get("num_key_value_heads") else heads
+    kv_heads = (
+        whole("num_key_value_heads", config["num_key_value_heads"]) if config.get("num_key_value_heads") else heads
+    )
     if config.get("head_dim") is not None:
         head_dim = whole("head_dim", config["head_dim"])
     else:

@@ -82,7 +82,9 @@ def curve_from_intervals(owner, start, end, weights, groups, rounds, inputs, bas
     np.add.at(deltas, (groups[owner], np.searchsorted(capacities, start)), weights[owner])
     np.add.at(deltas, (groups[owner[ends]], np.searchsorted(capacities, end[ends])), -weights[owner[ends]])
     values = np.cumsum(deltas, axis=1)[:, :-1]
-    return Curve(tuple(rounds), capacities, values, np.asarray(inputs, dtype=np.int64), np.asarray(base, dtype=np.int64))
+    return Curve(
+        tuple(rounds), capacities, values, np.asarray(inputs, dtype=np.int64), np.asarray(base, dtype=np.int64)
+    )
 
 
 def lru_curve(keys, sizes, weigh_by_size=False):
@@ -139,7 +141,14 @@ class _Stream:
         )
         owner, start, end = _served(owner, start, end, np.array(self.query_request, dtype=np.int64))
         return curve_from_intervals(
-            owner, start, end, np.array(self.query_weight, dtype=np.int64), np.array(self.query_round, dtype=np.int64), rounds, inputs, base
+            owner,
+            start,
+            end,
+            np.array(self.query_weight, dtype=np.int64),
+            np.array(self.query_round, dtype=np.int64),
+            rounds,
+            inputs,
+            base,
         )
 
 
@@ -223,7 +232,6 @@ def _served(owner, start, end, request):
     return out_owner[:used].copy(), out_start[:used].copy(), out_end[:used].copy()
 
 
-
 def ratio(part, whole):
     return round(part / whole, 6) if whole else None
 
@@ -266,7 +274,9 @@ def curve_csv(curve, tier):
         table[f"{name}_{tier}_hit_tokens"] = curve.values[index]
     table[f"{tier}_hit_tokens"] = curve.total()
     inputs = int(curve.inputs.sum())
-    table["token_hit_ratio"] = ((table[f"{tier}_hit_tokens"] + int(curve.base.sum())) / inputs).round(6) if inputs else None
+    table["token_hit_ratio"] = (
+        ((table[f"{tier}_hit_tokens"] + int(curve.base.sum())) / inputs).round(6) if inputs else None
+    )
     return table.to_csv(index=False, lineterminator="\n")
 
 

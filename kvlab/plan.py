@@ -63,7 +63,10 @@ def build_parser():
     gpu.add_argument("--gpu-tokens", type=argument(whole_number(0)), help="the GPU's KV pool in tokens (vLLM's figure)")
     gpu.add_argument("--gpu-gb", type=argument(decimal_gib), help="the GPU's KV pool in GiB (2**30 bytes)")
     cache.add_argument(
-        "--cpu-gb", type=argument(decimal_gib), default=decimal_gib(0), help="CPU offload budget in GiB (2**30 bytes; default 0)"
+        "--cpu-gb",
+        type=argument(decimal_gib),
+        default=decimal_gib(0),
+        help="CPU offload budget in GiB (2**30 bytes; default 0)",
     )
     cache.add_argument(
         "--write-policy",
@@ -202,11 +205,11 @@ def table(result):
         f"model: {model['layers']} layers x {model['kv_heads_per_gpu']} KV heads per GPU x head dim {model['head_dim']}"
         f" x {model['dtype']} = {model['bytes_per_token']:,} bytes per token (tp {model['tp']});"
         f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gb']} GiB",
-        f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gb']} GiB); CPU: {cache['cpu_gb']} GiB = {cache['cpu_tokens']:,}"
-        f" tokens, {cache['write_policy']}, LRU",
+        f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gb']} GiB);"
+        f" CPU: {cache['cpu_gb']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU",
         "",
     ]
-    rows = pd.DataFrame([{key: value for key, value in row.items()} for row in [*result["rounds"], {**result, "round": "all"}]])
+    rows = pd.DataFrame([*result["rounds"], {**result, "round": "all"}])
     rows = rows[["round", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "token_hit_ratio"]]
     rows.columns = ["round", "input", "from GPU", "from CPU", "recomputed", "hit ratio"]
     lines.append(rows.to_string(index=False))

@@ -203,7 +203,15 @@ def _intervals(keys, sizes, previous, classes, by_class, class_start, local, tim
                 continue
             smallest, second = INFINITY, INFINITY
             if high[c] > low[c]:
-                smallest, second = _two_smallest(seg_min, seg_key, seg_second, 2 * class_start[c], class_start[c + 1] - class_start[c], low[c], high[c])
+                smallest, second = _two_smallest(
+                    seg_min,
+                    seg_key,
+                    seg_second,
+                    2 * class_start[c],
+                    class_start[c + 1] - class_start[c],
+                    low[c],
+                    high[c],
+                )
             used = _push(owner, start, end, used, q, max(floor_c, alone), min(smallest, ceiling))
             if smallest < INFINITY:
                 used = _push(owner, start, end, used, q, alone + smallest, min(second, ceiling))
@@ -232,11 +240,15 @@ def _two_smallest(seg_min, seg_key, seg_second, base, length, lo, hi):
     hi += length
     while lo < hi:
         if lo & 1:
-            best, best_key, second = _merge(best, best_key, second, seg_min[base + lo], seg_key[base + lo], seg_second[base + lo])
+            best, best_key, second = _merge(
+                best, best_key, second, seg_min[base + lo], seg_key[base + lo], seg_second[base + lo]
+            )
             lo += 1
         if hi & 1:
             hi -= 1
-            best, best_key, second = _merge(best, best_key, second, seg_min[base + hi], seg_key[base + hi], seg_second[base + hi])
+            best, best_key, second = _merge(
+                best, best_key, second, seg_min[base + hi], seg_key[base + hi], seg_second[base + hi]
+            )
         lo >>= 1
         hi >>= 1
     return best, second
