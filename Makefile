@@ -18,11 +18,15 @@ test: $(VENV)/.dev-installed
 lint: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -q tests/test_workflow.py -k "lint or snakefmt or ruff"
 
-# Replay speed beside a bare OrderedDict loop (bench/replay_speed.py), and what each design and
-# eviction policy costs beside write-through + lru (bench/policy_speed.py); TRACE=path for another trace.
-bench: $(VENV)/.run-installed
+# Replay speed beside a bare OrderedDict loop (bench/replay_speed.py), what each design and eviction
+# policy costs beside write-through + lru (bench/policy_speed.py), both on a Mooncake trace
+# (TRACE=path for another); LRUCache beside a bare loop, cachetools and libCacheSim
+# (bench/lru_speed.py), and the exact curve beside 50 libCacheSim runs (bench/mrc_speed.py).
+bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/replay_speed.py $(if $(TRACE),--trace $(TRACE))
 	$(BIN)/python bench/policy_speed.py $(if $(TRACE),--trace $(TRACE))
+	$(BIN)/python bench/lru_speed.py
+	$(BIN)/python bench/mrc_speed.py
 
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff format .
@@ -39,6 +43,11 @@ $(VENV)/.run-installed: requirements.txt | $(BIN)/python
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(VENV)/.run-installed $@
+
+# The bench extra, not part of `make run`: see requirements-bench.txt for --no-deps.
+$(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.run-installed
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-bench.txt
+	touch $@
 
 clean:
 	rm -rf work logs .snakemake

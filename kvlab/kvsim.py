@@ -15,32 +15,39 @@ class LRUCache:
     ``access`` is the only call that changes the order; ``in`` only looks.
     """
 
+    __slots__ = ("capacity", "used", "_sizes", "_move", "_pop")  # attribute access on the hot path
+
     def __init__(self, capacity):
         if capacity < 0:
             raise ValueError(f"capacity must be >= 0, got {capacity!r}")
         self.capacity = capacity
         self.used = 0
         self._sizes = OrderedDict()  # key -> size, oldest first
+        self._move = self._sizes.move_to_end  # bound once: a hit is one lookup and one call
+        self._pop = self._sizes.popitem
 
     def access(self, key, size):
         """Return True on a hit (the entry becomes most recent); on a miss store it and return False.
 
-        A miss evicts oldest-first until the new entry fits; an entry larger than the
-        whole capacity is neither stored nor allowed to evict anything.
+        A miss evicts oldest-first until the new entry fits; an entry larger than the whole
+        capacity is neither stored nor allowed to evict anything.
         """
         sizes = self._sizes
         if key in sizes:
-            sizes.move_to_end(key)
+            self._move(key)
             return True
         if size < 0:
             raise ValueError(f"size must be >= 0, got {size!r}")
-        if size > self.capacity:
+        capacity = self.capacity
+        if size > capacity:
             return False
-        limit = self.capacity - size
-        while self.used > limit:
-            self.used -= sizes.popitem(last=False)[1]
+        used = self.used + size
+        if used > capacity:
+            pop = self._pop
+            while used > capacity:
+                used -= pop(False)[1]
         sizes[key] = size
-        self.used += size
+        self.used = used
         return False
 
     def __contains__(self, key):
