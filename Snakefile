@@ -19,6 +19,7 @@ include: "rules/lab.smk"
 include: "rules/measurement.smk"
 include: "rules/replay.smk"
 include: "rules/policies.smk"
+include: "rules/planner.smk"
 
 
 rule all:

@@ -116,7 +116,10 @@ def main(argv=None):
     for name, seconds in best.items():
         print(f"{name:<12} {seconds:8.3f} {len(keys) / seconds / 1e6:8.2f} {best['bare loop'] / seconds:8.2f}")
     lab = best["LRUCache"]
-    print(f"LRUCache: {best['bare loop'] / lab:.2f}x the bare loop (target 0.7), {best['cachetools'] / lab:.2f}x cachetools (target 3)")
+    print(
+        f"LRUCache: {best['bare loop'] / lab:.2f}x the bare loop (target 0.7),"
+        f" {best['cachetools'] / lab:.2f}x cachetools (target 3)"
+    )
 
 
 if __name__ == "__main__":

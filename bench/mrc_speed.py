@@ -54,10 +54,14 @@ def main(argv=None):
         wrong = [(c, e, s) for c, e, s in zip(capacities, exact, simulated, strict=True) if e != s]
         sys.exit(f"exact curve and libCacheSim disagree at {len(wrong)} capacities, first: {wrong[0]}")
     print(f"hits agree at all {len(capacities)} capacities ({exact[0]:,} .. {exact[-1]:,})")
-    print(f"exact curve, every capacity: {exact_seconds:6.2f} s ({len(curve.capacities):,} steps;"
-          f" compile or cache load {compile_seconds:.2f} s apart)")
-    print(f"libCacheSim, {len(capacities)} runs:      {simulated_seconds:6.2f} s"
-          f" ({simulated_seconds / len(capacities):.3f} s each)")
+    print(
+        f"exact curve, every capacity: {exact_seconds:6.2f} s ({len(curve.capacities):,} steps;"
+        f" compile or cache load {compile_seconds:.2f} s apart)"
+    )
+    print(
+        f"libCacheSim, {len(capacities)} runs:      {simulated_seconds:6.2f} s"
+        f" ({simulated_seconds / len(capacities):.3f} s each)"
+    )
     print(f"exact / libCacheSim: {exact_seconds / simulated_seconds:.2f} (target below 1)")
     non_monotone = int(np.sum(np.diff(curve.total()) < 0))
     print(f"capacities where a larger cache hits less (entries larger than the cache): {non_monotone:,}")

@@ -6,8 +6,10 @@ Kept out of the ``.smk`` files so that it is tested on its own; the rules only c
 
 import shlex
 from itertools import product
+from pathlib import Path
 
 from kvlab.eviction import EVICTION_POLICIES
+from kvlab.model_size import ModelConfigError, read_model_config
 from kvlab.replay import CACHE_POLICY as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.workloads import MOONCAKE_BLOCK_TOKENS
 from kvlab.write_policies import LMCACHE_SWITCHES, make_cache
@@ -49,6 +51,8 @@ def check_config(config):
                 )
         check_cache(config, name)
     check_policies(config)
+    check_mrc(config)
+    check_plans(config)
 
 
 def check_cache(config, workload):
@@ -78,6 +82,38 @@ def check_policies(config):
                 f"config: policies.evictions has {', '.join(equal_sized)}, which need partial_blocks drop;"
                 f" replay.workloads.{workload} keeps partial blocks"
             )
+
+
+def check_replay_workload(config, key, workload, blocks):
+    """``workload`` (named at config key ``key``) is a replay workload, and a trace's blocks fit its blocks."""
+    if workload not in config["replay"]["workloads"]:
+        raise ConfigError(f"config: {key} names {workload!r}, which is not in replay.workloads")
+    if config["replay"]["workloads"][workload]["source"] == "mooncake":
+        bad = [block for block in blocks if block % MOONCAKE_BLOCK_TOKENS]
+        if bad:
+            raise ConfigError(
+                f"config: {key}: {workload} is a Mooncake trace, its block sizes must be multiples"
+                f" of {MOONCAKE_BLOCK_TOKENS}, got {bad[0]}"
+            )
+
+
+def check_mrc(config):
+    """The curves' workloads exist and can be cut into their blocks."""
+    for workload in config["mrc"]["workloads"]:
+        check_replay_workload(config, "mrc.workloads", workload, config["mrc"]["block_tokens"])
+
+
+def check_plans(config):
+    """Each plan's workload exists, and its model config can be read and split over its tp."""
+    for name, spec in config["plans"].items():
+        key = f"plans.{name}"
+        check_replay_workload(config, f"{key}.workload", spec["workload"], [spec.get("chunk_tokens", 256)])
+        try:
+            read_model_config(spec["model_config"]).bytes_per_token(spec.get("tp", 1))
+        except ModelConfigError as error:
+            raise ConfigError(f"config: {key}.model_config: {error}") from None
+        except ValueError as error:
+            raise ConfigError(f"config: {key}.tp: {error}") from None
 
 
 def scenario_args(config, settings, passes):
@@ -227,6 +263,55 @@ def policy_table_args(config, workload):
     )
 
 
+def mrc_path(workload, block, gpu=None, suffix="csv"):
+    """The GPU tier's curve (``gpu`` None), or the CPU tier's at GPU room ``gpu``, and its cliffs (json)."""
+    tier = "gpu" if gpu is None else f"cpu-at-gpu{gpu}"
+    return f"results/mrc/{workload}/block{block}-{tier}.{suffix}"
+
+
+def mrc_targets(config):
+    """Every curve and its cliffs: per workload and block, the GPU tier's, then the CPU tier's per GPU room."""
+    spec = config["mrc"]
+    targets = []
+    for workload, block in product(spec["workloads"], spec["block_tokens"]):
+        for gpu in [None, *spec["gpu_tokens"]]:
+            targets += [mrc_path(workload, block, gpu, suffix) for suffix in ("csv", "json")]
+    return targets
+
+
+def mrc_args(config, workload, block, gpu=None):
+    """kvlab/mrc.py's command line for one curve."""
+    args = [workload_args(config, workload), f"--block-tokens {int(block)}"]
+    args.append(cache_args(config, workload, ("partial_blocks", "eviction_order")))
+    if gpu is not None:
+        args.append(f"--gpu-tokens {int(gpu)}")
+    if "target_hit_ratio" in config["mrc"]:
+        args.append(f"--target-hit-ratio {config['mrc']['target_hit_ratio']}")
+    return " ".join(args)
+
+
+def plan_path(name):
+    return f"results/plan/{name}.json"
+
+
+PLAN_FLAGS = ("tp", "chunk_tokens", "gpu_tokens", "gpu_gb", "cpu_gb", "write_policy", "target_hit_ratio")
+
+
+def plan_args(config, name):
+    """kvlab/plan.py's command line for one plan: its workload's settings and block rules, then its own."""
+    spec = config["plans"][name]
+    workload = spec["workload"]
+    args = [workload_args(config, workload), cache_args(config, workload, ("partial_blocks", "eviction_order"))]
+    args.append(f"--model-config {shlex.quote(spec['model_config'])}")
+    args += [f"--{key.replace('_', '-')} {spec[key]}" for key in PLAN_FLAGS if key in spec]
+    return " ".join(args)
+
+
+def plan_model(config, name):
+    """The model config a plan reads (a Snakemake input)."""
+    return str(Path(config["plans"][name]["model_config"]))
+
+
 def name_pattern(names):
     """A wildcard constraint matching exactly these names (and nothing when there are none)."""
     return "|".join(sorted(names)) or "(?!)"
@@ -238,4 +323,4 @@ def all_targets(config):
     lab = [f"results/{name}.json" for name in names] + ["results/ttft.jsonl", "results/measured.json"]
     replay = [replay_table_path(workload) for workload in config["replay"]["workloads"]]
     policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
-    return lab + replay + policies
+    return lab + replay + policies + mrc_targets(config) + list(map(plan_path, config["plans"]))

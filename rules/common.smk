@@ -41,6 +41,8 @@ REPLAY_CODE = [
     "kvlab/kvsim.py",
 ]
 POLICY_CODE = ["kvlab/replay.py", *REPLAY_CODE]
+CURVE_CODE = ["kvlab/stack_distance.py", "kvlab/replay.py", *REPLAY_CODE]
+PLAN_CODE = ["kvlab/mrc.py", "kvlab/model_size.py", *CURVE_CODE]
 
 
 def with_trace(inputs, workload):
@@ -71,3 +73,25 @@ def replay_args(wildcards):
 
 def replay_points(wildcards):
     return pipeline.replay_points(config, wildcards.workload)
+
+
+def mrc_inputs(wildcards):
+    return with_trace({"script": "kvlab/mrc.py", "code": CURVE_CODE}, wildcards.workload)
+
+
+def mrc_args(wildcards):
+    return pipeline.mrc_args(config, wildcards.workload, wildcards.block, wildcards.get("gpu"))
+
+
+def plan_inputs(wildcards):
+    workload = config["plans"][wildcards.plan]["workload"]
+    inputs = {
+        "script": "kvlab/plan.py",
+        "code": PLAN_CODE,
+        "model": pipeline.plan_model(config, wildcards.plan),
+    }
+    return with_trace(inputs, workload)
+
+
+def plan_args(wildcards):
+    return pipeline.plan_args(config, wildcards.plan)

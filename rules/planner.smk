@@ -1,0 +1,54 @@
+# The capacity planner: exact LRU curves of the replay workloads (kvlab/mrc.py), every room at
+# once, with their cliffs; and CPU offload budgets for a workload and a model (kvlab/plan.py).
+
+
+rule mrc_gpu:
+    input:
+        unpack(mrc_inputs),
+    output:
+        curve=pipeline.mrc_path("{workload}", "{block}"),
+        cliffs=pipeline.mrc_path("{workload}", "{block}", suffix="json"),
+    log:
+        "logs/mrc/{workload}/block{block}-gpu.log",
+    wildcard_constraints:
+        workload=pipeline.name_pattern(config["mrc"]["workloads"]),
+        block=r"\d+",
+    params:
+        args=mrc_args,
+    shell:
+        "python {input.script:q} {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
+        " && mv {output.cliffs:q}.tmp {output.cliffs:q}"
+
+
+rule mrc_cpu:
+    input:
+        unpack(mrc_inputs),
+    output:
+        curve=pipeline.mrc_path("{workload}", "{block}", "{gpu}"),
+        cliffs=pipeline.mrc_path("{workload}", "{block}", "{gpu}", suffix="json"),
+    log:
+        "logs/mrc/{workload}/block{block}-cpu-at-gpu{gpu}.log",
+    wildcard_constraints:
+        workload=pipeline.name_pattern(config["mrc"]["workloads"]),
+        block=r"\d+",
+        gpu=r"\d+",
+    params:
+        args=mrc_args,
+    shell:
+        "python {input.script:q} {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
+        " && mv {output.cliffs:q}.tmp {output.cliffs:q}"
+
+
+rule plan:
+    input:
+        unpack(plan_inputs),
+    output:
+        pipeline.plan_path("{plan}"),
+    log:
+        "logs/plan/{plan}.log",
+    wildcard_constraints:
+        plan=pipeline.name_pattern(config["plans"]),
+    params:
+        args=plan_args,
+    shell:
+        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
