@@ -13,7 +13,8 @@ replicates a head when there are more GPUs than KV heads), and its own share of 
 import json
 import math
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from pathlib import Path
 
 __all__ = ["GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
@@ -77,6 +78,8 @@ def read_model_config(path):
         raise ModelConfigError(f"{path}: cannot read: {error.strerror}") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ModelConfigError(f"{path}: not a JSON config ({getattr(error, 'msg', error)})") from None
+    except RecursionError:
+        raise ModelConfigError(f"{path}: not a JSON config (nested too deeply)") from None
     if not isinstance(config, dict):
         raise ModelConfigError(f"{path}: expected a JSON object")
     if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
@@ -96,9 +99,9 @@ def read_model_config(path):
 
     layers = field("num_hidden_layers")
     heads = field("num_attention_heads")
-    kv_heads = (
-        whole("num_key_value_heads", config["num_key_value_heads"]) if config.get("num_key_value_heads") else heads
-    )
+    kv_heads = heads  # no num_key_value_heads: every attention head has its own KV (multi-head attention)
+    if config.get("num_key_value_heads") is not None:
+        kv_heads = whole("num_key_value_heads", config["num_key_value_heads"])
     if config.get("head_dim") is not None:
         head_dim = whole("head_dim", config["head_dim"])
     else:
@@ -106,10 +109,12 @@ def read_model_config(path):
         if hidden % heads:
             raise ModelConfigError(f"{path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
         head_dim = hidden // heads
-    dtype = config.get("torch_dtype", config.get("dtype"))
+    dtype = config.get("torch_dtype")
+    if dtype is None:  # newer transformers write `dtype`
+        dtype = config.get("dtype")
     if dtype is None:
         raise ModelConfigError(f"{path}: missing torch_dtype")
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise ModelConfigError(f"{path}: torch_dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
     return KVShape(layers, kv_heads, head_dim, dtype)
 
@@ -127,10 +132,10 @@ def decimal_gib(value):
 
 def tokens_in(gib_amount, bytes_per_token):
     """Whole tokens of KV that ``gib_amount`` GiB holds."""
-    return math.floor(decimal_gib(gib_amount) * GIB / bytes_per_token)
+    return math.floor(Fraction(decimal_gib(gib_amount)) * GIB / bytes_per_token)  # exact at any precision
 
 
 def gib(tokens, bytes_per_token):
     """GiB that ``tokens`` tokens of KV take, rounded up to 4 decimals: a budget of that many GiB holds them."""
-    exact = Decimal(tokens * bytes_per_token) / GIB
-    return float(exact.quantize(Decimal(1).scaleb(-GIB_DECIMALS), rounding=ROUND_CEILING))
+    steps = math.ceil(Fraction(tokens * bytes_per_token * 10**GIB_DECIMALS, GIB))  # exact, then up
+    return float(Decimal(steps).scaleb(-GIB_DECIMALS))

@@ -1,0 +1,385 @@
+"""Tests of kvlab/model_size.py: the shipped models' KV bytes per token against the README table and against
+their published shapes, the config.json rules (GQA defaults, explicit head_dim, multimodal text_config, MLA refused),
+tensor parallelism, the lab's GiB figures, the exact GiB <-> tokens conversions, and bad configs."""
+
+import json
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvlab.model_size import GIB, KVShape, ModelConfigError, gib, read_model_config, tokens_in
+
+MODELS = ROOT / "models"
+SOME = settings(max_examples=300, deadline=None, database=None)
+
+# The published shapes (Hugging Face configs), written out here: layers, KV heads, head dim, bytes per element.
+PUBLISHED = {
+    "Qwen2.5-1.5B-Instruct": (28, 2, 128, 2),
+    "Qwen2.5-7B-Instruct": (28, 4, 128, 2),
+    "Qwen3-8B": (36, 8, 128, 2),
+    "Llama-3.1-8B-Instruct": (32, 8, 128, 2),
+    "Llama-3.1-70B-Instruct": (80, 8, 128, 2),
+    "Mistral-7B-Instruct-v0.3": (32, 8, 128, 2),
+    "gemma-2-9b": (42, 8, 256, 4),
+    "opt-1.3b": (24, 32, 64, 2),
+}
+ELEMENT_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+QWEN_1_5B = {  # the lab's model, as a config.json to vary
+    "architectures": ["Qwen2ForCausalLM"],
+    "hidden_size": 1536,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 28,
+    "torch_dtype": "bfloat16",
+}
+
+
+def config_path(name):
+    return MODELS / name / "config.json"
+
+
+def readme_table():
+    """models/README.md's table: name -> (layers, KV heads, head dim, dtype, bytes per token at TP 1)."""
+    rows = {}
+    for line in (MODELS / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 6 or not cells[1].isdigit():
+            continue  # not a table row, or the header and its rule
+        name, layers, heads, head_dim, dtype, per_token = cells
+        rows[name] = (
+            int(layers),
+            int(heads.split()[0]),
+            int(head_dim.split()[0]),
+            dtype,
+            int(per_token.replace(",", "")),
+        )
+    return rows
+
+
+def write_config(tmp_path, config, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# The shipped models
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_shipped_model_is_in_the_table():
+    folders = {path.parent.name for path in MODELS.glob("*/config.json")}
+    assert folders == set(readme_table()) == set(PUBLISHED)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_bytes_per_token_of_the_shipped_models(name):
+    """README table == the published shape computed here == what read_model_config makes of config.json."""
+    layers, heads, head_dim, element = PUBLISHED[name]
+    expected = 2 * layers * heads * head_dim * element
+    shape = read_model_config(config_path(name))
+    assert (shape.layers, shape.kv_heads, shape.head_dim, ELEMENT_BYTES[shape.dtype]) == PUBLISHED[name]
+    assert shape.bytes_per_token() == shape.bytes_per_token(1) == expected
+    table = readme_table()[name]
+    assert table == (layers, heads, head_dim, shape.dtype, expected)
+
+
+def test_gemma_explicit_head_dim_wins():
+    raw = json.loads(config_path("gemma-2-9b").read_text(encoding="utf-8"))
+    assert raw["hidden_size"] // raw["num_attention_heads"] == 224  # what hidden / heads would say
+    shape = read_model_config(config_path("gemma-2-9b"))
+    assert shape.head_dim == 256
+    assert shape.bytes_per_token() == 2 * 42 * 8 * 256 * 4 == 688_128
+
+
+def test_opt_has_all_heads_as_kv_heads():
+    raw = json.loads(config_path("opt-1.3b").read_text(encoding="utf-8"))
+    assert "num_key_value_heads" not in raw
+    shape = read_model_config(config_path("opt-1.3b"))
+    assert shape.kv_heads == raw["num_attention_heads"] == 32
+    assert shape.head_dim == 2048 // 32 == 64
+
+
+@pytest.mark.parametrize(
+    "name, tp, heads_per_gpu",
+    [
+        ("Llama-3.1-70B-Instruct", 1, 8),
+        ("Llama-3.1-70B-Instruct", 2, 4),
+        ("Llama-3.1-70B-Instruct", 8, 1),
+        ("Llama-3.1-70B-Instruct", 16, 1),  # more GPUs than KV heads: a head is replicated, never split
+        ("Qwen2.5-7B-Instruct", 4, 1),
+        ("Qwen2.5-7B-Instruct", 8, 1),
+        ("Qwen2.5-1.5B-Instruct", 2, 1),
+        ("opt-1.3b", 4, 8),
+    ],
+)
+def test_tensor_parallel_split(name, tp, heads_per_gpu):
+    layers, _, head_dim, element = PUBLISHED[name]
+    shape = read_model_config(config_path(name))
+    assert shape.heads_per_gpu(tp) == heads_per_gpu
+    assert shape.bytes_per_token(tp) == 2 * layers * heads_per_gpu * head_dim * element
+    assert shape.describe(tp)["kv_heads_per_gpu"] == heads_per_gpu
+
+
+def test_llama_70b_at_tp_8_and_16():
+    shape = read_model_config(config_path("Llama-3.1-70B-Instruct"))
+    assert shape.bytes_per_token(8) == shape.bytes_per_token(16) == 2 * 80 * 1 * 128 * 2 == 40_960
+    assert shape.bytes_per_token(8) * 8 == shape.bytes_per_token(1)
+
+
+@pytest.mark.parametrize(
+    "name, tp", [("Qwen2.5-7B-Instruct", 3), ("Qwen2.5-7B-Instruct", 6), ("Llama-3.1-8B-Instruct", 3)]
+)
+def test_tp_that_does_not_split_the_heads(name, tp):
+    shape = read_model_config(config_path(name))
+    with pytest.raises(ValueError, match="split"):
+        shape.heads_per_gpu(tp)
+    with pytest.raises(ValueError):
+        shape.bytes_per_token(tp)
+
+
+@pytest.mark.parametrize("tp", [0, -1])
+def test_tp_below_one(tp):
+    with pytest.raises(ValueError):
+        KVShape(28, 2, 128, "bfloat16").bytes_per_token(tp)
+
+
+# --------------------------------------------------------------------------------------------
+# The lab's figures
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_lab_check():
+    """Qwen2.5-1.5B: a 5011-token document in 256-token chunks stores 4,864 tokens in 0.1299 GiB;
+    1.5 GiB holds 56,173 tokens, 219 whole chunks = 56,064."""
+    per_token = read_model_config(config_path("Qwen2.5-1.5B-Instruct")).bytes_per_token()
+    assert per_token == 28_672
+    stored = 5011 // 256 * 256
+    assert stored == 4_864
+    assert gib(stored, per_token) == 0.1299
+    assert tokens_in(1.5, per_token) == tokens_in("1.5", per_token) == tokens_in(Decimal("1.5"), per_token) == 56_173
+    assert 56_173 // 256 == 219 and 219 * 256 == 56_064
+    assert tokens_in("0.1299", per_token) >= 4_864 > tokens_in("0.1298", per_token)
+
+
+# --------------------------------------------------------------------------------------------
+# GiB <-> tokens
+# --------------------------------------------------------------------------------------------
+
+
+def exact_floor_tokens(text, per_token):
+    return math.floor(Fraction(text) * GIB / per_token)
+
+
+@SOME
+@given(tokens=st.integers(0, 10**9), per_token=st.integers(1, 4 * 10**6))
+def test_gib_is_the_smallest_four_decimal_budget(tokens, per_token):
+    amount = gib(tokens, per_token)
+    assert isinstance(amount, float)
+    exact = math.ceil(Fraction(tokens * per_token, GIB) * 10**4)  # in units of 0.0001 GiB, rounded up
+    assert Fraction(repr(amount)) == Fraction(exact, 10**4)
+    assert tokens_in(amount, per_token) >= tokens
+    if amount:
+        less = Decimal(repr(amount)) - Decimal("0.0001")
+        assert tokens_in(less, per_token) < tokens
+
+
+@SOME
+@given(units=st.integers(0, 10**9), places=st.integers(0, 8), per_token=st.integers(1, 4 * 10**6))
+def test_tokens_in_is_exact_for_decimals(units, places, per_token):
+    text = f"{Decimal(f'{units}e-{places}'):f}"
+    assert tokens_in(text, per_token) == tokens_in(Decimal(text), per_token) == exact_floor_tokens(text, per_token)
+
+
+def exact_text(fraction):
+    """A fraction whose denominator is a power of two as its exact decimal text."""
+    places = fraction.denominator.bit_length() - 1
+    assert fraction.denominator == 2**places
+    return f"{Decimal(f'{fraction.numerator * 5**places}e-{places}'):f}"  # from text: exact, whatever the digits
+
+
+@SOME
+@given(tokens=st.integers(1, 10**7), per_token=st.integers(1, 4 * 10**6), below=st.integers(10, 13))
+def test_tokens_in_at_and_just_below_an_exact_boundary(tokens, per_token, below):
+    """A budget of exactly ``tokens`` tokens' bytes holds them; a hair less (1e-10 to 1e-13 GiB, under a byte)
+    holds one fewer."""
+    text = exact_text(Fraction(tokens * per_token, GIB))
+    assert Fraction(text) == Fraction(tokens * per_token, GIB)
+    assert tokens_in(text, per_token) == tokens
+    hair = Decimal(text) - Decimal(1).scaleb(-below)
+    assert tokens_in(hair, per_token) == tokens - 1
+
+
+@pytest.mark.parametrize("per_token", [1, 3, 28_672, 57_344, 688_128])
+def test_tokens_in_reads_a_float_as_its_text(per_token):
+    """0.1 is 0.1, not 0.1000000000000000055...; 1.5 is 1.5."""
+    for value in (0.1, 0.3, 1.5, 0.1299, 2.675):
+        assert tokens_in(value, per_token) == exact_floor_tokens(repr(value), per_token)
+
+
+def test_tokens_in_exact_with_many_digits():
+    """Exact decimals also past 28 significant digits (Decimal's default context precision)."""
+    per_token = 28_672
+    boundary = Fraction(56_064 * per_token, GIB)
+    assert boundary == Fraction("1.4970703125")
+    text = "1.4970703124999999999999999999"  # 29 significant digits, 1e-28 below the boundary
+    assert tokens_in(text, per_token) == exact_floor_tokens(text, per_token) == 56_063
+
+
+@pytest.mark.parametrize("value", ["-1", "-0.0001", "nan", "inf", "abc", "", "1,5"])
+def test_tokens_in_rejects_non_amounts(value):
+    with pytest.raises(ValueError):
+        tokens_in(value, 28_672)
+
+
+def test_zero_tokens():
+    assert gib(0, 28_672) == 0.0
+    assert tokens_in(0, 28_672) == tokens_in("0", 28_672) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# config.json rules
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        pytest.param({}, (28, 2, 128, "bfloat16"), id="qwen"),
+        pytest.param({"num_key_value_heads": None}, (28, 12, 128, "bfloat16"), id="kv-heads-null"),
+        pytest.param({"num_key_value_heads": ...}, (28, 12, 128, "bfloat16"), id="kv-heads-absent"),
+        pytest.param({"head_dim": None}, (28, 2, 128, "bfloat16"), id="head-dim-null"),
+        pytest.param({"head_dim": 64}, (28, 2, 64, "bfloat16"), id="head-dim-explicit"),
+        pytest.param({"head_dim": 64, "hidden_size": 1537}, (28, 2, 64, "bfloat16"), id="head-dim-odd-hidden"),
+        pytest.param({"head_dim": 64, "hidden_size": ...}, (28, 2, 64, "bfloat16"), id="head-dim-no-hidden"),
+        pytest.param({"torch_dtype": ..., "dtype": "float16"}, (28, 2, 128, "float16"), id="dtype-key"),
+        pytest.param({"torch_dtype": "float32", "dtype": "float16"}, (28, 2, 128, "float32"), id="torch-dtype-first"),
+        pytest.param({"torch_dtype": "float8_e4m3fn"}, (28, 2, 128, "float8_e4m3fn"), id="float8"),
+        pytest.param({"torch_dtype": "half"}, (28, 2, 128, "half"), id="half"),
+    ],
+)
+def test_config_fields(tmp_path, change, expected):
+    """null or absent num_key_value_heads: all heads; an explicit head_dim wins (hidden_size then unused);
+    torch_dtype first, then the newer dtype key. ``...`` removes the field."""
+    config = {**QWEN_1_5B, **change}
+    config = {key: value for key, value in config.items() if value is not ...}
+    shape = read_model_config(write_config(tmp_path, config))
+    assert (shape.layers, shape.kv_heads, shape.head_dim, shape.dtype) == expected
+    layers, heads, head_dim, dtype = expected
+    assert shape.bytes_per_token() == 2 * layers * heads * head_dim * ELEMENT_BYTES[dtype]
+
+
+def test_multimodal_config_uses_text_config(tmp_path):
+    config = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "hidden_size": 2560,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "num_hidden_layers": 34,
+        },
+        "vision_config": {"hidden_size": 1152, "num_attention_heads": 16, "num_hidden_layers": 27},
+    }
+    shape = read_model_config(write_config(tmp_path, config))
+    assert shape == KVShape(34, 4, 256, "bfloat16")
+    assert shape.bytes_per_token() == 2 * 34 * 4 * 256 * 2
+
+
+def test_a_path_as_text(tmp_path):
+    path = write_config(tmp_path, QWEN_1_5B)
+    assert read_model_config(str(path)) == read_model_config(path) == KVShape(28, 2, 128, "bfloat16")
+
+
+def without(key):
+    return {name: value for name, value in QWEN_1_5B.items() if name != key}
+
+
+BAD_CONFIGS = [
+    pytest.param("not json", "not a JSON", id="text"),
+    pytest.param("", "not a JSON", id="empty"),
+    pytest.param(b"\xff\xfe{", "not a JSON", id="not-utf8"),
+    pytest.param([1, 2], "object", id="array"),
+    pytest.param("text", "object", id="string"),
+    pytest.param(None, "object", id="null"),
+    pytest.param(without("num_hidden_layers"), "num_hidden_layers", id="no-layers"),
+    pytest.param(without("num_attention_heads"), "num_attention_heads", id="no-heads"),
+    pytest.param(without("hidden_size"), "hidden_size", id="no-hidden"),
+    pytest.param(without("torch_dtype"), "torch_dtype", id="no-dtype"),
+    pytest.param({**QWEN_1_5B, "num_hidden_layers": None}, "num_hidden_layers", id="layers-null"),
+    pytest.param({**QWEN_1_5B, "num_hidden_layers": 28.0}, "num_hidden_layers", id="layers-float"),
+    pytest.param({**QWEN_1_5B, "num_hidden_layers": "28"}, "num_hidden_layers", id="layers-text"),
+    pytest.param({**QWEN_1_5B, "num_hidden_layers": True}, "num_hidden_layers", id="layers-bool"),
+    pytest.param({**QWEN_1_5B, "num_hidden_layers": 0}, "num_hidden_layers", id="layers-0"),
+    pytest.param({**QWEN_1_5B, "num_hidden_layers": -28}, "num_hidden_layers", id="layers-negative"),
+    pytest.param({**QWEN_1_5B, "num_attention_heads": 0}, "num_attention_heads", id="heads-0"),
+    pytest.param({**QWEN_1_5B, "num_attention_heads": False}, "num_attention_heads", id="heads-false"),
+    pytest.param({**QWEN_1_5B, "num_key_value_heads": 2.5}, "num_key_value_heads", id="kv-heads-float"),
+    pytest.param({**QWEN_1_5B, "num_key_value_heads": True}, "num_key_value_heads", id="kv-heads-true"),
+    pytest.param({**QWEN_1_5B, "num_key_value_heads": "2"}, "num_key_value_heads", id="kv-heads-text"),
+    pytest.param({**QWEN_1_5B, "num_key_value_heads": -2}, "num_key_value_heads", id="kv-heads-negative"),
+    pytest.param({**QWEN_1_5B, "num_key_value_heads": 0}, "num_key_value_heads", id="kv-heads-0"),
+    pytest.param({**QWEN_1_5B, "num_key_value_heads": False}, "num_key_value_heads", id="kv-heads-false"),
+    pytest.param({**QWEN_1_5B, "head_dim": 0}, "head_dim", id="head-dim-0"),
+    pytest.param({**QWEN_1_5B, "head_dim": 128.0}, "head_dim", id="head-dim-float"),
+    pytest.param({**QWEN_1_5B, "hidden_size": 1537}, "hidden_size", id="hidden-not-multiple"),
+    pytest.param({**QWEN_1_5B, "hidden_size": 0}, "hidden_size", id="hidden-0"),
+    pytest.param({**QWEN_1_5B, "torch_dtype": "int8"}, "torch_dtype", id="dtype-int8"),
+    pytest.param({**QWEN_1_5B, "torch_dtype": "bf16"}, "torch_dtype", id="dtype-bf16"),
+    pytest.param({**QWEN_1_5B, "torch_dtype": 2}, "torch_dtype", id="dtype-number"),
+    pytest.param({**QWEN_1_5B, "torch_dtype": ["bfloat16"]}, "torch_dtype", id="dtype-list"),
+    pytest.param({**QWEN_1_5B, "kv_lora_rank": 512}, "kv_lora_rank", id="mla"),
+    pytest.param(
+        {"torch_dtype": "bfloat16", "text_config": {**QWEN_1_5B, "kv_lora_rank": 512}},
+        "kv_lora_rank",
+        id="mla-in-text-config",
+    ),
+    pytest.param(
+        {"torch_dtype": "bfloat16", "text_config": without("num_hidden_layers")},
+        "num_hidden_layers",
+        id="text-config-no-layers",
+    ),
+]
+
+
+@pytest.mark.parametrize("content, fragment", BAD_CONFIGS)
+def test_bad_config_names_the_file(tmp_path, content, fragment):
+    path = tmp_path / "bad model" / "config.json"
+    path.parent.mkdir()
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str) and content in ("not json", ""):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_text(json.dumps(content), encoding="utf-8")
+    with pytest.raises(ModelConfigError) as caught:
+        read_model_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert fragment in message
+    assert "\n" not in message
+    assert isinstance(caught.value, ValueError)
+
+
+def test_deeply_nested_json_is_a_config_error(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(ModelConfigError) as caught:
+        read_model_config(path)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("where", ["missing.json", "folder"])
+def test_unreadable_config_names_the_file(tmp_path, where):
+    (tmp_path / "folder").mkdir()
+    path = tmp_path / where
+    with pytest.raises(ModelConfigError) as caught:
+        read_model_config(path)
+    assert str(caught.value).startswith(f"{path}: cannot read")
