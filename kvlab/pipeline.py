@@ -42,13 +42,7 @@ def check_config(config):
                 f" but sweeps.{name}.passes has only {len(sweep['passes'])}"
             )
     for name, workload in config["replay"]["workloads"].items():
-        if workload["source"] == "mooncake":
-            bad = [block for block in replay_rooms(config, name)["block_tokens"] if block % MOONCAKE_BLOCK_TOKENS]
-            if bad:
-                raise ConfigError(
-                    f"config: replay.workloads.{name} is a Mooncake trace, its block_tokens must be multiples"
-                    f" of {MOONCAKE_BLOCK_TOKENS}, got {bad[0]}"
-                )
+        check_trace_blocks(f"replay.workloads.{name}", workload, replay_rooms(config, name)["block_tokens"])
         check_cache(config, name)
     check_policies(config)
     check_mrc(config)
@@ -74,8 +68,7 @@ def check_policies(config):
     if "gpu" not in {**config["scenario"], **config["sweeps"][sweep]["fixed"]}:
         raise ConfigError(f"config: sweeps.{sweep}.fixed must fix gpu for policies.cpu_cliff")
     for workload in policies["tables"]["workloads"]:
-        if workload not in config["replay"]["workloads"]:
-            raise ConfigError(f"config: policies.tables.workloads names {workload!r}, which is not in replay.workloads")
+        check_replay_workload(config, "policies.tables.workloads", workload)
         equal_sized = [name for name in policies["evictions"] if name in EQUAL_SIZED]
         if equal_sized and replay_cache(config, workload)["partial_blocks"] != "drop":
             raise ConfigError(
@@ -84,32 +77,39 @@ def check_policies(config):
             )
 
 
-def check_replay_workload(config, key, workload, blocks):
-    """``workload`` (named at config key ``key``) is a replay workload, and a trace's blocks fit its blocks."""
+def check_replay_workload(config, key, workload):
+    """``workload``, named at config key ``key``, is a replay workload; return its spec."""
     if workload not in config["replay"]["workloads"]:
         raise ConfigError(f"config: {key} names {workload!r}, which is not in replay.workloads")
-    if config["replay"]["workloads"][workload]["source"] == "mooncake":
+    return config["replay"]["workloads"][workload]
+
+
+def check_trace_blocks(key, spec, blocks):
+    """A Mooncake trace's blocks (at config key ``key``) are whole numbers of the trace's own."""
+    if spec["source"] == "mooncake":
         bad = [block for block in blocks if block % MOONCAKE_BLOCK_TOKENS]
         if bad:
             raise ConfigError(
-                f"config: {key}: {workload} is a Mooncake trace, its block sizes must be multiples"
-                f" of {MOONCAKE_BLOCK_TOKENS}, got {bad[0]}"
+                f"config: {key}: a Mooncake trace's blocks must be multiples of {MOONCAKE_BLOCK_TOKENS}, got {bad[0]}"
             )
 
 
 def check_mrc(config):
     """The curves' workloads exist and can be cut into their blocks."""
     for workload in config["mrc"]["workloads"]:
-        check_replay_workload(config, "mrc.workloads", workload, config["mrc"]["block_tokens"])
+        spec = check_replay_workload(config, "mrc.workloads", workload)
+        check_trace_blocks("mrc.block_tokens", spec, config["mrc"]["block_tokens"])
 
 
 def check_plans(config):
     """Each plan's workload exists, and its model config can be read and split over its tp."""
-    for name, spec in config["plans"].items():
+    for name, plan in config["plans"].items():
         key = f"plans.{name}"
-        check_replay_workload(config, f"{key}.workload", spec["workload"], [spec.get("chunk_tokens", 256)])
+        spec = check_replay_workload(config, f"{key}.workload", plan["workload"])
+        if "chunk_tokens" in plan:  # otherwise the source's own default, which always fits
+            check_trace_blocks(f"{key}.chunk_tokens", spec, [plan["chunk_tokens"]])
         try:
-            read_model_config(spec["model_config"]).bytes_per_token(spec.get("tp", 1))
+            read_model_config(plan["model_config"]).bytes_per_token(plan.get("tp", 1))
         except ModelConfigError as error:
             raise ConfigError(f"config: {key}.model_config: {error}") from None
         except ValueError as error:

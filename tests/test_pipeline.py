@@ -167,7 +167,7 @@ CROSS_FIELD = {
     ),
     "mooncake block not a multiple of 512": (
         setter(["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl"}),
-        "replay.workloads.trace is a Mooncake trace, its block_tokens must be multiples of 512, got 16",
+        "replay.workloads.trace: a Mooncake trace's blocks must be multiples of 512, got 16",
     ),
 }
 
