@@ -30,7 +30,8 @@ if not __package__:  # run as `python kvlab/mrc.py`: import the package from the
 import numpy as np
 from numba import njit
 
-from kvlab.prefix_cache import Blocks
+from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
+from kvlab.replay import ratio
 from kvlab.stack_distance import INFINITY, _grow, last_positions, presence_intervals
 from kvlab.write_policies import WriteThrough
 
@@ -156,7 +157,8 @@ def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu
     """Tokens served per round by the GPU tier (``gpu_tokens`` None) or by the CPU tier of write-through
     at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers)."""
     block = workload.block_tokens
-    keep = partial_blocks == "keep"
+    keep = choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS) == "keep"
+    choose("eviction_order", eviction_order, EVICTION_ORDERS)
     tail_first = eviction_order == "tail-first"
     gpu = None
     if gpu_tokens is not None:  # the GPU alone decides what reaches the CPU
@@ -230,10 +232,6 @@ def _served(owner, start, end, request):
             out_owner[used], out_start[used], out_end[used] = q, current_start[k], current_end[k]
             used += 1
     return out_owner[:used].copy(), out_start[:used].copy(), out_end[:used].copy()
-
-
-def ratio(part, whole):
-    return round(part / whole, 6) if whole else None
 
 
 def cliffs(curve, target=None):

@@ -24,13 +24,14 @@ if not __package__:  # run as `python kvlab/plan.py`: import the package from th
 
 from kvlab.files import dump_json
 from kvlab.model_size import ModelConfigError, decimal_gib, gib, read_model_config, tokens_in
-from kvlab.mrc import hit_ratio, ratio, tier_curve
+from kvlab.mrc import hit_ratio, tier_curve
 from kvlab.prefix_cache import Blocks
 from kvlab.replay import (
     add_block_rule_arguments,
     add_workload_arguments,
     argument,
     make_workload,
+    ratio,
     replay,
 )
 from kvlab.scenario import OneLineParser

@@ -36,14 +36,8 @@ def last_positions(keys):
 
 def size_classes(sizes):
     """Class of each size: ``c`` for sizes in ``[2**c, 2**(c+1))``; -1 for size 0 (it never takes room)."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    classes = np.full(len(sizes), -1, dtype=np.int64)
-    positive = sizes > 0
-    classes[positive] = np.floor(np.log2(sizes[positive])).astype(np.int64)
-    # log2 of a float can round across a power of two for large sizes: settle it in integers.
-    classes[positive] -= (np.left_shift(np.int64(1), classes[positive]) > sizes[positive]).astype(np.int64)
-    classes[positive] += (np.left_shift(np.int64(1), classes[positive] + 1) <= sizes[positive]).astype(np.int64)
-    return classes
+    powers = np.left_shift(np.int64(1), np.arange(63, dtype=np.int64))  # 2**0 .. 2**62, exact in int64
+    return np.searchsorted(powers, np.asarray(sizes, dtype=np.int64), side="right").astype(np.int64) - 1
 
 
 def presence_intervals(keys, sizes, query_times, query_previous):
@@ -61,14 +55,15 @@ def presence_intervals(keys, sizes, query_times, query_previous):
     previous_of_query = np.ascontiguousarray(query_previous, dtype=np.int64)
     if len(keys) != len(sizes) or len(times) != len(previous_of_query):
         raise ValueError("keys and sizes, query times and previous positions must have equal lengths")
-    if len(sizes) and sizes.min() < 0:
-        raise ValueError("sizes must be >= 0")
+    if len(sizes) and (sizes.min() < 0 or sizes.max() >= INFINITY):
+        raise ValueError("sizes must be >= 0 and below 2**62")
     if len(times) and (np.any(np.diff(times) < 0) or times[0] < 0 or times[-1] > len(keys)):
         raise ValueError("query times must be sorted and within the stream")
     if np.any(previous_of_query >= times):
         raise ValueError("a query's previous access must come before its time")
     previous = last_positions(keys)
     _check_one_size(keys, sizes, previous)
+    keys = np.unique(keys, return_inverse=True)[1].astype(np.int64)  # ids 0.. : -1 stays the trees' "no key"
     classes = size_classes(sizes)
     count = int(classes.max()) + 1 if len(classes) else 0
     by_class = np.lexsort((np.arange(len(keys)), classes))
@@ -215,7 +210,7 @@ def _intervals(keys, sizes, previous, classes, by_class, class_start, local, tim
             used = _push(owner, start, end, used, q, max(floor_c, alone), min(smallest, ceiling))
             if smallest < INFINITY:
                 used = _push(owner, start, end, used, q, alone + smallest, min(second, ceiling))
-        floor_top = np.int64(1) << (top + 1) if top >= 0 else np.int64(0)
+        floor_top = np.int64(1) << (top + 1)  # top -1: from 1 on (capacity 0 was settled above)
         used = _push(owner, start, end, used, q, max(floor_top, reach), INFINITY)
     return owner[:used].copy(), start[:used].copy(), end[:used].copy()
 
