@@ -12,7 +12,7 @@ and must count the same hits:
 
 Targets: ``LRUCache`` at least 0.7x the bare loop's speed and 3x cachetools'. Each Python side runs
 ``--repeat`` times, interleaved; the best time counts. Needs the bench extra (``make bench``).
-Usage: ``.venv/bin/python bench/lru_speed.py [--repeat 3] [--accesses N]``.
+Usage: ``.venv/bin/python bench/lru_speed.py [--repeat 5] [--accesses N]``.
 """
 
 import argparse
@@ -90,7 +90,7 @@ def timed(function, *args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--accesses", type=int, default=2_000_000)
     args = parser.parse_args(argv)
     key_array, size_array = zipf_trace(accesses=args.accesses)
