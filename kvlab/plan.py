@@ -17,6 +17,7 @@ found by bisection over replays, which assumes more CPU never serves less.
 import math
 import sys
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 
 if not __package__:  # run as `python kvlab/plan.py`: import the package from the repository root
@@ -93,26 +94,22 @@ class Planner:
         self.gpu_tokens = gpu_tokens
         self.write_policy = write_policy
         self.rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
-        self.curve = None
+        self.curve = None  # write-through: the CPU tier's exact curve (its base: the GPU's tokens per round)
         if write_policy == "write-through":
             self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_tokens)
-        self._gpu_alone = self.replay(0)  # per round: requests, blocks, tokens, GPU and CPU blocks and tokens
-
-    def replay(self, cpu_tokens):
-        cache = make_cache(self.write_policy, self.gpu_tokens, cpu_tokens, self.workload.block_tokens, **self.rules)
-        return replay(self.workload, cache)
 
     def per_round(self, cpu_tokens):
         """``(input, GPU, CPU)`` tokens per round at this CPU room."""
         if self.curve is None:
-            rows = self.replay(cpu_tokens)
-            return [(row[2], row[5], row[6]) for row in rows]
-        cpu = self.curve.at(cpu_tokens)
-        return [(row[2], row[5], int(cpu[index])) for index, row in enumerate(self._gpu_alone)]
+            cache = make_cache(self.write_policy, self.gpu_tokens, cpu_tokens, self.workload.block_tokens, **self.rules)
+            return [(row[2], row[5], row[6]) for row in replay(self.workload, cache)]
+        curve = self.curve
+        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(cpu_tokens), strict=True)]
 
     def hit_tokens(self, cpu_tokens):
         return sum(gpu + cpu for _, gpu, cpu in self.per_round(cpu_tokens))
 
+    @cached_property
     def unlimited_cpu(self):
         """A CPU room that never evicts: every distinct block the workload can store."""
         block = self.workload.block_tokens
@@ -127,10 +124,9 @@ class Planner:
     def smallest_cpu(self, hits):
         """The smallest CPU room at which the hit tokens reach ``hits``; None if no room does."""
         if self.curve is not None:
-            gpu = sum(row[5] for row in self._gpu_alone)
-            return self.curve.smallest_reaching(hits - gpu)
-        high = self.unlimited_cpu()
-        if self.hit_tokens(high) < hits:
+            return self.curve.smallest_reaching(hits - int(self.curve.base.sum()))
+        high = self.unlimited_cpu
+        if self.most_hits < hits:
             return None
         low = 0
         while low < high:  # bisection: more CPU is assumed never to serve less
@@ -141,10 +137,12 @@ class Planner:
                 low = middle + 1
         return low
 
+    @cached_property
     def most_hits(self):
+        """The hit tokens of an unlimited CPU."""
         if self.curve is not None:
-            return sum(row[5] for row in self._gpu_alone) + int(self.curve.final().sum())
-        return self.hit_tokens(self.unlimited_cpu())
+            return int(self.curve.base.sum() + self.curve.final().sum())
+        return self.hit_tokens(self.unlimited_cpu)
 
 
 def round_figures(name, inputs, gpu, cpu):
@@ -165,7 +163,7 @@ def plan(workload, model, shape, tp, gpu_tokens, cpu_gib, write_policy, partial_
     planner = Planner(workload, gpu_tokens, write_policy, partial_blocks, eviction_order)
     rows = planner.per_round(cpu_tokens)
     totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0, 0, 0]
-    most = planner.most_hits()
+    most = planner.most_hits
     full = planner.smallest_cpu(most)
     result = {
         "workload": workload.describe(),
@@ -186,7 +184,7 @@ def plan(workload, model, shape, tp, gpu_tokens, cpu_gib, write_policy, partial_
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],
         "max_token_hit_ratio": ratio(most, totals[0]),
         "cpu_tokens_for_full_reuse": full,
-        "cpu_gb_for_full_reuse": None if full is None else gib(full, per_token),
+        "cpu_gb_for_full_reuse": gib(full, per_token),
     }
     if target is not None:
         need = math.ceil(Fraction(str(target)) * totals[0])  # the ratio as written: 0.9 is 9/10

@@ -136,9 +136,6 @@ def _intervals(keys, sizes, previous, classes, by_class, class_start, local, tim
             )
     total_tree = np.zeros(n, dtype=np.int64)  # sizes at the last access of each key, by position
     class_tree = np.zeros(by_class.shape[0], dtype=np.int64)  # the same per class, by class position
-    class_positions = np.empty(by_class.shape[0], dtype=np.int64)
-    for i in range(by_class.shape[0]):
-        class_positions[i] = by_class[i]
     capacity = 4 * times.shape[0] + 16
     owner = np.empty(capacity, dtype=np.int64)
     start = np.empty(capacity, dtype=np.int64)
@@ -167,15 +164,14 @@ def _intervals(keys, sizes, previous, classes, by_class, class_start, local, tim
             continue
         size = sizes[last]
         reach = size + _prefix(total_tree, 0, time) - _prefix(total_tree, 0, last + 1)
-        own = classes[last]
-        first = own if own > 0 else 0
+        first = max(classes[last], 0)
         # Classes present between the two accesses, and the sizes from each class up.
         top = -1
         for c in range(count - 1, -1, -1):
             base = class_start[c]
             length = class_start[c + 1] - base
-            low[c] = _search(class_positions, base, length, last + 1)
-            high[c] = _search(class_positions, base, length, time)
+            low[c] = _search(by_class, base, length, last + 1)
+            high[c] = _search(by_class, base, length, time)
             if high[c] > low[c] and top < 0:
                 top = c
         above[top + 1] = 0

@@ -291,7 +291,7 @@ def test_write_through_curve_equals_replays(trace, name, rules):
     workload, gpu = workloads(trace)[name]
     planner = Planner(workload, gpu, "write-through", rules["partial_blocks"], rules["eviction_order"])
     block = workload.block_tokens
-    top = planner.unlimited_cpu()
+    top = planner.unlimited_cpu
     rooms = sorted(
         {0, 1, block - 1, block, top - 1, top, top + 1, UNLIMITED, *range(0, top + block, max(top // 12, 1))}
     )
