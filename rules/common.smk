@@ -41,7 +41,7 @@ REPLAY_CODE = [
     "kvlab/kvsim.py",
 ]
 POLICY_CODE = ["kvlab/replay.py", *REPLAY_CODE]
-CURVE_CODE = ["kvlab/stack_distance.py", "kvlab/replay.py", *REPLAY_CODE]
+CURVE_CODE = ["kvlab/stack_distance.py", *POLICY_CODE]
 PLAN_CODE = ["kvlab/mrc.py", "kvlab/model_size.py", *CURVE_CODE]
 
 
