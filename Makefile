@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SNAKEMAKE := $(BIN)/snakemake
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench report clean
 
 run: $(VENV)/.run-installed
 	$(SNAKEMAKE)
@@ -17,6 +17,10 @@ test: $(VENV)/.dev-installed
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -q tests/test_workflow.py -k "lint or snakefmt or ruff"
+
+# Snakemake's HTML report of the results (run `make run` first): report.html, a build product, not committed.
+report: $(VENV)/.run-installed
+	$(SNAKEMAKE) --report report.html
 
 # Replay speed beside a bare OrderedDict loop (bench/replay_speed.py), what each design and eviction
 # policy costs beside write-through + lru (bench/policy_speed.py), both on a Mooncake trace

@@ -9,6 +9,10 @@
 configfile: "config.yaml"
 
 
+# `make report` (snakemake --report): this description, then every artifact marked report() with its caption.
+report: "report/workflow.rst"
+
+
 # rules/common.smk puts the running interpreter's folder first on PATH.
 envvars:
     "PATH",
@@ -20,6 +24,8 @@ include: "rules/measurement.smk"
 include: "rules/replay.smk"
 include: "rules/policies.smk"
 include: "rules/planner.smk"
+include: "rules/ttft.smk"
+include: "rules/plots.smk"
 
 
 rule all:

@@ -47,6 +47,7 @@ def check_config(config):
     check_policies(config)
     check_mrc(config)
     check_plans(config)
+    check_ttft(config)
 
 
 def check_cache(config, workload):
@@ -114,6 +115,22 @@ def check_plans(config):
             raise ConfigError(f"config: {key}.model_config: {error}") from None
         except ValueError as error:
             raise ConfigError(f"config: {key}.tp: {error}") from None
+
+
+def check_ttft(config):
+    """The TTFT predictions name lab sweeps of GPU or CPU rooms and a plan; the plots, sweeps and curves that exist."""
+    ttft, plots = config["ttft"], config["plots"]
+    for sweep in ttft["sweeps"]:
+        if sweep not in config["sweeps"] or config["sweeps"][sweep]["vary"] not in ("gpu", "cpu"):
+            raise ConfigError(f"config: ttft.sweeps names {sweep!r}, which is not a sweep of gpu or cpu rooms")
+    if "budgets" in ttft and ttft["budgets"]["plan"] not in config["plans"]:
+        raise ConfigError(f"config: ttft.budgets.plan names {ttft['budgets']['plan']!r}, which is not in plans")
+    for plot, room in (("gpu_cliff", "gpu"), ("cpu_cliff", "cpu")):
+        sweep = plots[plot]
+        if sweep not in ttft["sweeps"] or config["sweeps"][sweep]["vary"] != room:
+            raise ConfigError(f"config: plots.{plot} must name a sweep of {room} rooms in ttft.sweeps, got {sweep!r}")
+    if config["mrc"]["workloads"] and plots["mrc_block_tokens"] not in config["mrc"]["block_tokens"]:
+        raise ConfigError(f"config: plots.mrc_block_tokens {plots['mrc_block_tokens']} is not in mrc.block_tokens")
 
 
 def scenario_args(config, settings, passes):
@@ -297,19 +314,89 @@ def plan_path(name):
 PLAN_FLAGS = ("tp", "chunk_tokens", "gpu_tokens", "gpu_gb", "cpu_gb", "write_policy", "target_hit_ratio")
 
 
-def plan_args(config, name):
+def plan_args(config, name, flags=PLAN_FLAGS):
     """kvlab/plan.py's command line for one plan: its workload's settings and block rules, then its own."""
     spec = config["plans"][name]
     workload = spec["workload"]
     args = [workload_args(config, workload), cache_args(config, workload, ("partial_blocks", "eviction_order"))]
     args.append(f"--model-config {shlex.quote(spec['model_config'])}")
-    args += [f"--{key.replace('_', '-')} {spec[key]}" for key in PLAN_FLAGS if key in spec]
+    args += [f"--{key.replace('_', '-')} {spec[key]}" for key in flags if key in spec]
     return " ".join(args)
 
 
 def plan_model(config, name):
     """The model config a plan reads (a Snakemake input)."""
     return str(Path(config["plans"][name]["model_config"]))
+
+
+TTFT_MODEL = "results/ttft/model.json"
+TTFT_TABLE = "results/ttft/predicted_vs_measured.csv"
+MEASUREMENT = "results/ttft.jsonl"
+
+
+def ttft_fit_args(config):
+    """kvlab/ttft.py fit's setting: documents, each config's rooms, each pass's order."""
+    setting = config["ttft"]["setting"]
+    args = [f"--docs {setting['docs']}", f"--tokens {setting['tokens']}"]
+    for name, rooms in setting["configs"].items():
+        args.append("--config " + shlex.quote(f"{name}:{rooms['gpu']},{rooms['cpu']}"))
+    args += ["--pass " + shlex.quote(f"{name}:{order}") for name, order in setting["passes"].items()]
+    return " ".join(args)
+
+
+def ttft_sweep_path(sweep):
+    return f"results/ttft/sweep-{sweep}.csv"
+
+
+def ttft_sweep_args(config, sweep):
+    """kvlab/ttft.py sweep's command line for one lab sweep: its documents, passes, fixed room and grid."""
+    spec = config["sweeps"][sweep]
+    lab = {**config["scenario"], **spec["fixed"]}
+    args = [f"--docs {lab['docs']}", f"--tokens {lab['tokens']}", "--passes " + ",".join(spec["passes"])]
+    args += [f"--{key.replace('_', '-')} {lab[key]}" for key in ("gpu", "cpu", "write_policy") if key in lab]
+    args += [f"--vary {spec['vary']}", "--grid " + ",".join(map(str, spec["grid"]))]
+    return " ".join(args)
+
+
+def ttft_budgets_path(plan):
+    return f"results/ttft/budgets-{plan}.csv"
+
+
+def ttft_budgets_args(config):
+    """kvlab/ttft.py budgets' command line: the plan's setting (not its one budget) and the budgets."""
+    budgets = config["ttft"]["budgets"]
+    flags = tuple(flag for flag in PLAN_FLAGS if flag not in ("cpu_gb", "target_hit_ratio"))
+    return plan_args(config, budgets["plan"], flags) + " --cpu-gb-grid " + ",".join(map(str, budgets["cpu_gb"]))
+
+
+def ttft_targets(config):
+    ttft = config["ttft"]
+    targets = [TTFT_MODEL, TTFT_TABLE, *map(ttft_sweep_path, ttft["sweeps"])]
+    if "budgets" in ttft:
+        targets.append(ttft_budgets_path(ttft["budgets"]["plan"]))
+    return targets
+
+
+def plot_path(name):
+    return f"results/plots/{name}.png"
+
+
+def plot_inputs(config):
+    """Each plot's input artifacts, in the order kvlab/plots.py takes them (a plot whose inputs are not
+    configured is left out)."""
+    plots, mrc = config["plots"], config["mrc"]
+    inputs = {
+        "gpu_cliff": [f"results/{plots['gpu_cliff']}.json", ttft_sweep_path(plots["gpu_cliff"])],
+        "cpu_cliff": [POLICY_CLIFF, ttft_sweep_path(plots["cpu_cliff"])],
+        "ttft_per_pass": [MEASUREMENT],
+        "predicted_vs_measured": [TTFT_TABLE],
+    }
+    if mrc["workloads"]:
+        block, rooms = plots["mrc_block_tokens"], [None, *mrc["gpu_tokens"][:1]]
+        inputs["mrc"] = [mrc_path(workload, block, gpu) for workload in mrc["workloads"] for gpu in rooms]
+    if "budgets" in config["ttft"]:
+        inputs["ttft_budgets"] = [ttft_budgets_path(config["ttft"]["budgets"]["plan"])]
+    return inputs
 
 
 def name_pattern(names):
@@ -323,4 +410,5 @@ def all_targets(config):
     lab = [f"results/{name}.json" for name in names] + ["results/ttft.jsonl", "results/measured.json"]
     replay = [replay_table_path(workload) for workload in config["replay"]["workloads"]]
     policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
-    return lab + replay + policies + mrc_targets(config) + list(map(plan_path, config["plans"]))
+    planner = mrc_targets(config) + list(map(plan_path, config["plans"]))
+    return lab + replay + policies + planner + ttft_targets(config) + list(map(plot_path, plot_inputs(config)))

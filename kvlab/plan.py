@@ -48,6 +48,19 @@ def build_parser():
         prog=PROG,
         description=__doc__.splitlines()[0] + " GB means GiB (2**30 bytes) throughout.",
     )
+    add_plan_arguments(parser)
+    parser.add_argument(
+        "--target-hit-ratio",
+        type=argument(hit_ratio),
+        help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
+    add_workload_arguments(parser)
+    return parser
+
+
+def add_plan_arguments(parser):
+    """The setting of a plan: the workload's source, the model, the chunks, the rooms and the write policy."""
     parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
     model = parser.add_argument_group("model")
     model.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
@@ -76,14 +89,24 @@ def build_parser():
         default="write-through",
         help="how the CPU tier is filled (default write-through: exact curve; others: bisection over replays)",
     )
-    parser.add_argument(
-        "--target-hit-ratio",
-        type=argument(hit_ratio),
-        help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
-    )
-    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
-    add_workload_arguments(parser)
-    return parser
+
+
+def plan_setting(parser, args):
+    """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed arguments; errors are one line."""
+    args.block_tokens = args.chunk_tokens
+    try:
+        workload = make_workload(args)
+    except WorkloadError as error:
+        parser.error(str(error))
+    try:
+        shape = read_model_config(args.model_config)
+        per_token = shape.bytes_per_token(args.tp)
+    except ModelConfigError as error:
+        parser.fail(str(error))
+    except ValueError as error:
+        parser.error(f"--tp: {error}")
+    gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
+    return workload, shape, per_token, gpu_tokens
 
 
 class Planner:
@@ -234,19 +257,7 @@ def model_name(path):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.block_tokens = args.chunk_tokens
-    try:
-        workload = make_workload(args)
-    except WorkloadError as error:
-        parser.error(str(error))
-    try:
-        shape = read_model_config(args.model_config)
-        per_token = shape.bytes_per_token(args.tp)
-    except ModelConfigError as error:
-        parser.fail(str(error))
-    except ValueError as error:
-        parser.error(f"--tp: {error}")
-    gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
+    workload, shape, _, gpu_tokens = plan_setting(parser, args)
     try:
         result = plan(
             workload,

@@ -34,6 +34,13 @@ class InputError(Exception):
 def read_samples(path):
     """Return ``{config: {pass: [ttft_ms, ...]}}`` from the JSONL file at ``path``; raise InputError on bad input."""
     samples = {}
+    for _, record in read_records(path):
+        samples.setdefault(record["config"], {}).setdefault(record["pass"], []).append(record["ttft_ms"])
+    return samples
+
+
+def read_records(path):
+    """Yield ``(file:line, record)`` for each request of the JSONL file at ``path``; raise InputError on bad input."""
     try:
         handle = open(path, "rb")
     except OSError as error:
@@ -64,8 +71,7 @@ def read_samples(path):
                 raise InputError(f"{where}: ttft_ms must be a number, got {ttft!r}")
             if not is_finite_non_negative(ttft):
                 raise InputError(f"{where}: ttft_ms must be a finite number >= 0, got {ttft!r}")
-            samples.setdefault(record["config"], {}).setdefault(record["pass"], []).append(ttft)
-    return samples
+            yield where, record
 
 
 def is_finite_non_negative(number):
@@ -117,11 +123,16 @@ def quotient(numerator, denominator, name, statistic, warn):
 
 
 def write_atomically(path, text):
-    """Write ``text`` to ``path`` through a temporary file in the same folder, so ``path`` is never partial."""
+    """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder, so ``path`` is never
+    partial."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".summarize-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        if isinstance(text, bytes):
+            handle = os.fdopen(fd, "wb")
+        else:
+            handle = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with handle:
             handle.write(text)
         os.replace(temporary, path)
     except BaseException:

@@ -43,6 +43,14 @@ REPLAY_CODE = [
 POLICY_CODE = ["kvlab/replay.py", *REPLAY_CODE]
 CURVE_CODE = ["kvlab/stack_distance.py", *POLICY_CODE]
 PLAN_CODE = ["kvlab/mrc.py", "kvlab/model_size.py", *CURVE_CODE]
+TTFT_CODE = [
+    "kvlab/latency.py",
+    "kvlab/plan.py",
+    "kvlab/policy_grid.py",
+    "kvlab/summarize.py",
+    *PLAN_CODE,
+]
+PLOT_INPUTS = pipeline.plot_inputs(config)
 
 
 def with_trace(inputs, workload):
@@ -95,3 +103,17 @@ def plan_inputs(wildcards):
 
 def plan_args(wildcards):
     return pipeline.plan_args(config, wildcards.plan)
+
+
+def ttft_sweep_args(wildcards):
+    return pipeline.ttft_sweep_args(config, wildcards.sweep)
+
+
+def ttft_budgets_inputs(wildcards):
+    inputs = {"script": "kvlab/ttft.py", "code": TTFT_CODE, "model": pipeline.TTFT_MODEL}
+    inputs["model_config"] = pipeline.plan_model(config, wildcards.plan)
+    return with_trace(inputs, config["plans"][wildcards.plan]["workload"])
+
+
+def plot_artifacts(wildcards):
+    return PLOT_INPUTS[wildcards.plot]

@@ -6,7 +6,7 @@ rule lab_run:
         script="kvlab/scenario.py",
         simulator="kvlab/kvsim.py",
     output:
-        "results/{run}.json",
+        report("results/{run}.json", caption="../report/lab_run.rst", category="1. The lab"),
     log:
         "logs/lab_run/{run}.log",
     wildcard_constraints:
@@ -39,7 +39,7 @@ rule sweep_collect:
         points=sweep_points,
         code="kvlab/collect_sweep.py",
     output:
-        "results/{sweep}.json",
+        report("results/{sweep}.json", caption="../report/sweep.rst", category="1. The lab"),
     log:
         "logs/sweep_collect/{sweep}.log",
     wildcard_constraints:

@@ -31,7 +31,7 @@ rule measured:
         script="kvlab/summarize.py",
         measurement="results/ttft.jsonl",
     output:
-        "results/measured.json",
+        report("results/measured.json", caption="../report/measured.rst", category="1. The lab"),
     log:
         "logs/measured.log",
     shell:

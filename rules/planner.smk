@@ -43,7 +43,11 @@ rule plan:
     input:
         unpack(plan_inputs),
     output:
-        pipeline.plan_path("{plan}"),
+        report(
+            pipeline.plan_path("{plan}"),
+            caption="../report/plan.rst",
+            category="3. Capacity planner",
+        ),
     log:
         "logs/plan/{plan}.log",
     wildcard_constraints:

@@ -7,7 +7,11 @@ rule policy_cliff:
         script="kvlab/policy_grid.py",
         code=POLICY_CODE,
     output:
-        pipeline.POLICY_CLIFF,
+        report(
+            pipeline.POLICY_CLIFF,
+            caption="../report/policy_cliff.rst",
+            category="2. Offload designs",
+        ),
     log:
         "logs/policy_cliff.log",
     params:

@@ -1,0 +1,193 @@
+"""The figures of results/plots/: each one drawn from committed artifacts, byte for byte the same every run.
+
+Usage: ``python kvlab/plots.py NAME --out FILE.png INPUT...`` with NAME one of :data:`PLOTS`; the
+inputs are the artifacts that plot reads, in the order its function takes them. Matplotlib draws
+with the Agg backend and its bundled fonts, and the PNG carries no software tag or date, so the
+same inputs and pinned versions give the same bytes.
+"""
+
+import io
+import json
+import sys
+from pathlib import Path
+
+if not __package__:  # run as `python kvlab/plots.py`: import the package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from kvlab.files import write_atomically  # noqa: E402
+from kvlab.scenario import OneLineParser  # noqa: E402
+
+DPI = 100
+STYLE = {"figure.figsize": (7.5, 5.0), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
+
+
+def read_json(path):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def gpu_cliff(cliff, ttft_sweep):
+    """Pass-2 GPU hits by GPU room (the lab's cliff sweep) and the predicted pass-2 TTFT."""
+    hits = read_json(cliff)
+    rooms = [int(room) for room in hits]
+    ttft = pd.read_csv(ttft_sweep)
+    second = ttft[ttft["pass"] == "pass2"]
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
+    top.plot(rooms, list(hits.values()), "o-", color="C0")
+    top.set_ylabel("pass-2 GPU hits (of 10)")
+    top.set_title("The GPU cliff: LRU under cyclic access, one token short of the working set")
+    bottom.plot(second["gpu_tokens"], second["predicted_p50_ms"], "o-", color="C3")
+    bottom.set_ylabel("predicted pass-2 p50 TTFT (ms)")
+    bottom.set_xlabel("GPU room (tokens)")
+    for axis in (top, bottom):
+        axis.axvline(rooms[-1], color="grey", linestyle=":", linewidth=1)
+    return figure
+
+
+def cpu_cliff(policies_cliff, ttft_sweep):
+    """Pass-2 recomputes by CPU room, per write policy, and the predicted pass-2 TTFT under write-through."""
+    misses = read_json(policies_cliff)
+    ttft = pd.read_csv(ttft_sweep)
+    second = ttft[ttft["pass"] == "pass2"]
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
+    for index, (policy, points) in enumerate(misses.items()):
+        rooms = [int(room) for room in points]
+        top.plot(rooms, list(points.values()), "o-", color=f"C{index}", label=policy, alpha=0.8)
+    top.set_ylabel("pass-2 recomputes (of 10)")
+    top.set_title("The CPU cliff at the lab's GPU room, per write policy")
+    top.legend()
+    bottom.plot(second["cpu_tokens"], second["predicted_p50_ms"], "o-", color="C3", label="write-through")
+    bottom.set_ylabel("predicted pass-2 p50 TTFT (ms)")
+    bottom.set_xlabel("CPU room (tokens)")
+    bottom.legend()
+    return figure
+
+
+def curves(*paths):
+    """Exact LRU curves: the whole run's token hit ratio at every room, GPU tier and CPU tier."""
+    figure, (left, right) = plt.subplots(1, 2, sharey=True, figsize=(9.0, 4.5))
+    for index, path in enumerate(paths):
+        table = pd.read_csv(path)
+        room = table.columns[0]  # gpu_tokens or cpu_tokens
+        axis = left if room == "gpu_tokens" else right
+        name = f"{Path(path).parent.name}, {Path(path).stem}"
+        axis.step(table[room], table["token_hit_ratio"], where="post", color=f"C{index // 2}", label=name)
+    left.set_title("GPU tier, every GPU room")
+    right.set_title("CPU tier (write-through) at a fixed GPU room")
+    left.set_ylabel("token hit ratio, whole run")
+    for axis, label in ((left, "GPU room (tokens)"), (right, "CPU room (tokens)")):
+        axis.set_xlabel(label)
+        axis.legend(fontsize=7)
+    return figure
+
+
+def ttft_per_pass(measurement):
+    """Every measured request's TTFT by pass and config, with the medians."""
+    table = pd.read_json(measurement, lines=True)
+    passes = list(dict.fromkeys(table["pass"]))
+    configs = list(dict.fromkeys(table["config"]))
+    figure, axis = plt.subplots()
+    width = 0.8 / max(len(configs), 1)
+    for index, config in enumerate(configs):
+        mine = table[table["config"] == config]
+        for position, name in enumerate(passes):
+            values = mine[mine["pass"] == name]["ttft_ms"].to_numpy()
+            if not len(values):
+                continue
+            centre = position + (index - (len(configs) - 1) / 2) * width
+            spread = [centre + width * 0.6 * ((k % 7) / 6 - 0.5) for k in range(len(values))]  # fixed jitter
+            axis.scatter(spread, values, s=12, color=f"C{index}", alpha=0.7, label=config if position == 0 else None)
+            median = float(pd.Series(values).median())
+            axis.hlines(median, centre - width / 2, centre + width / 2, color="black", linewidth=2)
+    axis.set_xticks(range(len(passes)), passes)
+    axis.set_yscale("log")
+    axis.set_ylabel("TTFT (ms, log scale)")
+    axis.set_title("TTFT per request, by pass and config (bars: medians)")
+    axis.legend()
+    return figure
+
+
+def predicted_vs_measured(table):
+    """The model's per-pass p50 and mean against the measured ones, with the 10% band."""
+    rows = pd.read_csv(table)
+    figure, axis = plt.subplots(figsize=(6.0, 6.0))
+    low = min(rows[["measured_p50_ms", "predicted_p50_ms", "measured_mean_ms", "predicted_mean_ms"]].min()) * 0.8
+    high = max(rows[["measured_p50_ms", "predicted_p50_ms", "measured_mean_ms", "predicted_mean_ms"]].max()) * 1.25
+    line = [low, high]
+    axis.plot(line, line, color="grey", linewidth=1)
+    axis.fill_between(line, [value * 0.9 for value in line], [value * 1.1 for value in line], color="grey", alpha=0.15)
+    axis.scatter(rows["measured_p50_ms"], rows["predicted_p50_ms"], color="C0", label="p50")
+    axis.scatter(rows["measured_mean_ms"], rows["predicted_mean_ms"], color="C1", marker="x", label="mean")
+    labels = zip(rows["config"], rows["pass"], rows["measured_p50_ms"], rows["predicted_p50_ms"], strict=True)
+    for config, name, measured, predicted in labels:
+        axis.annotate(f"{config} {name}", (measured, predicted), fontsize=6)
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("measured TTFT (ms)")
+    axis.set_ylabel("predicted TTFT (ms)")
+    axis.set_title("Predicted vs measured, per config and pass (band: within 10%)")
+    axis.legend()
+    return figure
+
+
+def ttft_budgets(budgets):
+    """Predicted TTFT per round across the plan's CPU budgets."""
+    rows = pd.read_csv(budgets)
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
+    for index, (name, mine) in enumerate(rows.groupby("round", sort=False)):
+        top.plot(mine["cpu_gb"], mine["predicted_mean_ms"], "o-", color=f"C{index}", label=name)
+        bottom.plot(mine["cpu_gb"], mine["token_hit_ratio"], "o-", color=f"C{index}", label=name)
+    top.set_ylabel("predicted mean TTFT (ms)")
+    top.set_title("What a CPU budget buys: predicted TTFT and reuse per round")
+    top.legend()
+    bottom.set_ylabel("token hit ratio")
+    bottom.set_xlabel("CPU budget (GiB)")
+    return figure
+
+
+PLOTS = {
+    "gpu_cliff": gpu_cliff,
+    "cpu_cliff": cpu_cliff,
+    "mrc": curves,
+    "ttft_per_pass": ttft_per_pass,
+    "predicted_vs_measured": predicted_vs_measured,
+    "ttft_budgets": ttft_budgets,
+}
+
+
+def png(figure):
+    """The figure's PNG bytes, without the software tag (the only varying metadata)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def main(argv=None):
+    parser = OneLineParser(prog="plots.py", description=__doc__.splitlines()[0])
+    parser.add_argument("plot", choices=PLOTS)
+    parser.add_argument("--out", required=True, help="the PNG file to write")
+    parser.add_argument("inputs", nargs="+", help="the artifacts the plot reads")
+    args = parser.parse_args(argv)
+    with plt.rc_context(STYLE):
+        try:
+            figure = PLOTS[args.plot](*args.inputs)
+            figure.tight_layout()
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            parser.fail(f"{args.plot}: cannot draw from {' '.join(args.inputs)}: {error}")
+        data = png(figure)
+    try:
+        write_atomically(args.out, data)
+    except OSError as error:
+        parser.fail(f"cannot write {args.out}: {error.strerror}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+# The figures of results/plots/ (kvlab/plots.py), each drawn from committed artifacts; with
+# their captions, the report of `make report`.
+
+
+rule plot:
+    input:
+        script="kvlab/plots.py",
+        artifacts=plot_artifacts,
+    output:
+        report(
+            pipeline.plot_path("{plot}"),
+            caption="../report/plot.rst",
+            category="Figures",
+            labels={"figure": "{plot}"},
+        ),
+    log:
+        "logs/plots/{plot}.log",
+    wildcard_constraints:
+        plot=pipeline.name_pattern(PLOT_INPUTS),
+    shell:
+        "python {input.script:q} {wildcards.plot} --out {output:q} {input.artifacts:q} 2> {log:q}"

@@ -1,0 +1,57 @@
+# From hits to time (kvlab/ttft.py): the TTFT model fitted to the measurement, predicted vs
+# measured, and its predictions across lab sweeps and a plan's CPU budgets.
+
+
+rule ttft_fit:
+    input:
+        script="kvlab/ttft.py",
+        code=TTFT_CODE,
+        measurement=pipeline.MEASUREMENT,
+    output:
+        model=pipeline.TTFT_MODEL,
+        table=report(
+            pipeline.TTFT_TABLE,
+            caption="../report/predicted_vs_measured_table.rst",
+            category="4. From hits to time",
+        ),
+    log:
+        "logs/ttft/fit.log",
+    params:
+        args=pipeline.ttft_fit_args(config),
+    shell:
+        "python {input.script:q} fit --measurement {input.measurement:q} {params.args}"
+        " --model {output.model:q} --table {output.table:q} 2> {log:q}"
+
+
+rule ttft_sweep:
+    input:
+        script="kvlab/ttft.py",
+        code=TTFT_CODE,
+        model=pipeline.TTFT_MODEL,
+    output:
+        pipeline.ttft_sweep_path("{sweep}"),
+    log:
+        "logs/ttft/sweep-{sweep}.log",
+    wildcard_constraints:
+        sweep=pipeline.name_pattern(config["ttft"]["sweeps"]),
+    params:
+        args=ttft_sweep_args,
+    shell:
+        "python {input.script:q} sweep --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
+
+
+rule ttft_budgets:
+    input:
+        unpack(ttft_budgets_inputs),
+    output:
+        pipeline.ttft_budgets_path("{plan}"),
+    log:
+        "logs/ttft/budgets-{plan}.log",
+    wildcard_constraints:
+        plan=pipeline.name_pattern(
+            [config["ttft"]["budgets"]["plan"]] if "budgets" in config["ttft"] else []
+        ),
+    params:
+        args=pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
+    shell:
+        "python {input.script:q} budgets --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
