@@ -114,24 +114,19 @@ def ttft_per_pass(measurement):
 
 
 def predicted_vs_measured(table):
-    """The model's per-pass p50 and mean against the measured ones, with the 10% band."""
+    """The model's per-pass p50 beside the measured one, per config and pass, with predicted / measured."""
     rows = pd.read_csv(table)
-    figure, axis = plt.subplots(figsize=(6.0, 6.0))
-    low = min(rows[["measured_p50_ms", "predicted_p50_ms", "measured_mean_ms", "predicted_mean_ms"]].min()) * 0.8
-    high = max(rows[["measured_p50_ms", "predicted_p50_ms", "measured_mean_ms", "predicted_mean_ms"]].max()) * 1.25
-    line = [low, high]
-    axis.plot(line, line, color="grey", linewidth=1)
-    axis.fill_between(line, [value * 0.9 for value in line], [value * 1.1 for value in line], color="grey", alpha=0.15)
-    axis.scatter(rows["measured_p50_ms"], rows["predicted_p50_ms"], color="C0", label="p50")
-    axis.scatter(rows["measured_mean_ms"], rows["predicted_mean_ms"], color="C1", marker="x", label="mean")
-    labels = zip(rows["config"], rows["pass"], rows["measured_p50_ms"], rows["predicted_p50_ms"], strict=True)
-    for config, name, measured, predicted in labels:
-        axis.annotate(f"{config} {name}", (measured, predicted), fontsize=6)
-    axis.set_xscale("log")
+    figure, axis = plt.subplots()
+    positions = range(len(rows))
+    width = 0.38
+    measured = axis.bar([p - width / 2 for p in positions], rows["measured_p50_ms"], width, label="measured p50")
+    axis.bar([p + width / 2 for p in positions], rows["predicted_p50_ms"], width, label="predicted p50")
+    for bar, value in zip(measured, rows["p50_ratio"], strict=True):
+        axis.annotate(f"x{value:.3f}", (bar.get_x() + width, bar.get_height() * 1.08), ha="center", fontsize=7)
+    axis.set_xticks(list(positions), [f"{c}\n{p}" for c, p in zip(rows["config"], rows["pass"], strict=True)])
     axis.set_yscale("log")
-    axis.set_xlabel("measured TTFT (ms)")
-    axis.set_ylabel("predicted TTFT (ms)")
-    axis.set_title("Predicted vs measured, per config and pass (band: within 10%)")
+    axis.set_ylabel("TTFT p50 (ms, log scale)")
+    axis.set_title("Predicted vs measured p50 per config and pass (labels: predicted / measured)")
     axis.legend()
     return figure
 
