@@ -532,7 +532,7 @@ SCHEMA_ACCEPTS = {
     "plan with only the required keys": edit(
         (["plans", "lab"], {"workload": "lab", "model_config": QWEN_1_5B, "gpu_tokens": 0, "cpu_gb": 0})
     ),
-    "no plans": edit((["plans"], {})),
+    "no plans": edit((["plans"], {}), (["ttft", "budgets"],)),
     "mrc without target": edit((["mrc", "target_hit_ratio"],)),
     "mrc target 1": edit((["mrc", "target_hit_ratio"], 1)),
     "plan target 0": edit((["plans", "lab", "target_hit_ratio"], 0)),
@@ -643,6 +643,7 @@ def test_mooncake_block_sizes_that_are_multiples_of_512_pass(config):
     config["replay"]["workloads"]["trace"] = MOONCAKE
     config["mrc"]["workloads"] = ["lab", "trace"]
     config["mrc"]["block_tokens"] = [512, 1024, 5120]
+    config["plots"]["mrc_block_tokens"] = 512
     config["plans"]["trace"] = {
         "workload": "trace",
         "model_config": QWEN_1_5B,
@@ -721,8 +722,9 @@ def test_snakemake_builds_only_the_missing_curves_and_plans(planner_run):
         "mrc_gpu": curves,
         "mrc_cpu": curves * len(spec["gpu_tokens"]),
         "plan": len(config["plans"]),
+        "plot": 1,  # the curves' figure, results/plots/mrc.png
         "all": 1,
-        "total": curves * (1 + len(spec["gpu_tokens"])) + len(config["plans"]) + 1,
+        "total": curves * (1 + len(spec["gpu_tokens"])) + len(config["plans"]) + 2,
     }
 
 
@@ -801,8 +803,9 @@ def test_a_new_curve_target_reruns_every_curve_but_no_plan(planner_run, tmp_path
     assert job_counts(output) == {
         "mrc_gpu": curves,
         "mrc_cpu": curves * gpus,
+        "plot": 1,  # the curves' figure
         "all": 1,
-        "total": curves * (1 + gpus) + 1,
+        "total": curves * (1 + gpus) + 2,
     }
     assert output.count("reason: Params have changed since last execution") == curves * (1 + gpus)
     assert "--target-hit-ratio 0.9" in output
