@@ -72,18 +72,23 @@ def cpu_cliff(policies_cliff, ttft_sweep):
 def curves(*paths):
     """Exact LRU curves: the whole run's token hit ratio at every room, GPU tier and CPU tier."""
     figure, (left, right) = plt.subplots(1, 2, sharey=True, figsize=(9.0, 4.5))
-    for index, path in enumerate(paths):
+    workloads = list(dict.fromkeys(Path(path).parent.name for path in paths))  # one colour per workload
+    for path in paths:
         table = pd.read_csv(path)
         room = table.columns[0]  # gpu_tokens or cpu_tokens
         axis = left if room == "gpu_tokens" else right
-        name = f"{Path(path).parent.name}, {Path(path).stem}"
-        axis.step(table[room], table["token_hit_ratio"], where="post", color=f"C{index // 2}", label=name)
+        workload = Path(path).parent.name
+        color = f"C{workloads.index(workload)}"
+        axis.step(
+            table[room], table["token_hit_ratio"], where="post", color=color, label=f"{workload}, {Path(path).stem}"
+        )
     left.set_title("GPU tier, every GPU room")
     right.set_title("CPU tier (write-through) at a fixed GPU room")
     left.set_ylabel("token hit ratio, whole run")
     for axis, label in ((left, "GPU room (tokens)"), (right, "CPU room (tokens)")):
         axis.set_xlabel(label)
-        axis.legend(fontsize=7)
+        if axis.lines:
+            axis.legend(fontsize=7)
     return figure
 
 
@@ -174,7 +179,7 @@ def main(argv=None):
         try:
             figure = PLOTS[args.plot](*args.inputs)
             figure.tight_layout()
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # an input of the wrong shape
             parser.fail(f"{args.plot}: cannot draw from {' '.join(args.inputs)}: {error}")
         data = png(figure)
     try:

@@ -1,0 +1,549 @@
+"""The figures of results/plots/ (kvlab/plots.py) and the pipeline's ``ttft`` and ``plots`` sections.
+
+Each figure, drawn by the command from the inputs that kvlab/pipeline.py gives it, is byte for byte the
+committed PNG, in any process; it changes when any of its inputs does; bad input is one line on stderr
+and leaves the output alone. The pipeline lists a plot only when its inputs are configured, and the
+schema and the cross-field checks reject the ``ttft`` and ``plots`` values that cannot be drawn.
+"""
+
+import csv
+import io
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import KVLAB, ROOT, SCHEMA, load_config, run_python
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from kvlab import pipeline, plots
+
+SCRIPT = KVLAB / "plots.py"
+PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order plots.py takes them}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def committed_png(name):
+    return (ROOT / pipeline.plot_path(name)).read_bytes()
+
+
+def tracked_files():
+    listing = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    return set(listing.decode().split("\0")) - {""}
+
+
+# --- The committed figures, redrawn ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """``{(plot, seed): PNG bytes}``: every plot drawn by the command as the rule runs it (from the
+    repository root, with the pipeline's inputs), twice, in separate processes with different hash seeds."""
+    folder = tmp_path_factory.mktemp("drawn")
+    jobs = {}
+    for name, inputs in PLOT_INPUTS.items():
+        for seed in ("0", "4242"):
+            out = folder / f"{name}-{seed}.png"
+            env = {**os.environ, "PYTHONHASHSEED": seed}
+            command = [sys.executable, str(SCRIPT), name, "--out", str(out), *inputs]
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            jobs[name, seed] = (out, process)
+    pngs = {}
+    for key, (out, process) in jobs.items():
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, (key, stderr.decode())
+        pngs[key] = out.read_bytes()
+    return pngs
+
+
+def test_every_plot_is_configured_and_committed():
+    committed = sorted(path.stem for path in (ROOT / "results" / "plots").glob("*.png"))
+    assert sorted(PLOT_INPUTS) == sorted(plots.PLOTS) == committed
+    assert len(committed) == 6
+
+
+@pytest.mark.parametrize("name", sorted(PLOT_INPUTS))
+def test_the_command_draws_the_committed_png(drawn, name):
+    assert drawn[name, "0"] == committed_png(name), f"{name}: regenerate with `make run` and commit"
+
+
+@pytest.mark.parametrize("name", sorted(PLOT_INPUTS))
+def test_two_processes_draw_the_same_bytes(drawn, name):
+    assert drawn[name, "0"] == drawn[name, "4242"]
+
+
+def png_chunks(data):
+    """``[(type, data)]`` of a PNG file, each chunk's length and CRC checked."""
+    assert data[:8] == PNG_SIGNATURE
+    chunks, offset = [], 8
+    while offset < len(data):
+        assert offset + 12 <= len(data), "truncated chunk"
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
+        assert len(body) == length and zlib.crc32(kind + body) == crc, kind
+        chunks.append((kind.decode("ascii"), body))
+        offset += 12 + length
+    assert offset == len(data)
+    return chunks
+
+
+TEXT_CHUNKS = ("tEXt", "zTXt", "iTXt")
+
+
+def check_png(data):
+    """A whole image of plausible size whose metadata has no software tag, date or path."""
+    chunks = png_chunks(data)
+    kinds = [kind for kind, _ in chunks]
+    assert kinds[0] == "IHDR" and kinds[-1] == "IEND" and chunks[-1][1] == b""
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert 400 <= width <= 1500 and 300 <= height <= 1000, (width, height)
+    assert (depth, colour, interlace) == (8, 6, 0)  # 8-bit RGBA, not interlaced
+    pixels = zlib.decompress(b"".join(body for kind, body in chunks if kind == "IDAT"))
+    assert len(pixels) == height * (1 + 4 * width)  # every scanline: a filter byte and the RGBA pixels
+    assert all(pixels[row * (1 + 4 * width)] <= 4 for row in range(height))
+    assert "tIME" not in kinds
+    keywords = [body.split(b"\0", 1)[0].decode("latin-1") for kind, body in chunks if kind in TEXT_CHUNKS]
+    assert not {"Software", "Creation Time", "Date", "date:create", "date:modify"} & set(keywords), keywords
+    texts = b"".join(body for kind, body in chunks if kind in TEXT_CHUNKS)
+    assert str(ROOT).encode() not in texts and os.path.expanduser("~").encode() + b"/" not in texts
+
+
+@pytest.mark.parametrize("name", sorted(PLOT_INPUTS))
+def test_png_is_whole_and_carries_no_software_or_date(drawn, name):
+    check_png(committed_png(name))
+    check_png(drawn[name, "4242"])
+
+
+def test_the_png_check_catches_a_software_tag_and_a_date():
+    """check_png has teeth: matplotlib's own default PNG (with the Software tag) and a tIME chunk fail it."""
+    figure = plots.plt.figure(figsize=(7.5, 5.0))
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=plots.DPI)
+    plots.plt.close(figure)
+    with pytest.raises(AssertionError, match="Software"):
+        check_png(buffer.getvalue())
+    clean = plots.png(plots.plt.figure(figsize=(7.5, 5.0)))
+    check_png(clean)
+    body = struct.pack(">HBBBBB", 2026, 1, 1, 0, 0, 0)
+    stamped = clean[:-12] + struct.pack(">I", len(body)) + b"tIME" + body
+    stamped += struct.pack(">I", zlib.crc32(b"tIME" + body)) + clean[-12:]
+    with pytest.raises(AssertionError):
+        check_png(stamped)
+
+
+# --- Plots follow their data ------------------------------------------------------------------------------
+
+# The column each plot draws from its CSV or JSONL inputs (a JSON input has its first value changed).
+DRAWN_COLUMN = {
+    "gpu_cliff": "predicted_p50_ms",
+    "cpu_cliff": "predicted_p50_ms",
+    "mrc": "token_hit_ratio",
+    "ttft_per_pass": "ttft_ms",
+    "predicted_vs_measured": "predicted_p50_ms",
+    "ttft_budgets": "predicted_mean_ms",
+}
+
+
+def change_data(path, column):
+    """Rewrite the artifact at ``path`` with different data: the first value of a JSON document raised by 7,
+    ``column`` of every CSV row or JSONL record halved."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        document = node = json.loads(text)
+        while isinstance(node[next(iter(node))], dict):
+            node = node[next(iter(node))]
+        node[next(iter(node))] += 7
+        changed = json.dumps(document, indent=2) + "\n"
+    elif path.suffix == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines()]
+        changed = "".join(json.dumps({**record, column: record[column] / 2}) + "\n" for record in records)
+    else:
+        rows = list(csv.DictReader(io.StringIO(text)))
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({**row, column: float(row[column]) / 2} for row in rows)
+        changed = buffer.getvalue()
+    assert changed != text
+    path.write_text(changed, encoding="utf-8")
+
+
+def draw(name, inputs, out):
+    """kvlab/plots.py's main in this process; the PNG it wrote."""
+    assert plots.main([name, "--out", str(out), *map(str, inputs)]) == 0
+    return Path(out).read_bytes()
+
+
+CHANGES = [(name, index) for name, inputs in PLOT_INPUTS.items() for index in range(len(inputs))]
+
+
+@pytest.mark.parametrize(
+    ("name", "index"), CHANGES, ids=[f"{name}-{Path(PLOT_INPUTS[name][index]).name}" for name, index in CHANGES]
+)
+def test_a_plot_changes_with_each_of_its_inputs(tmp_path, name, index):
+    inputs = [tmp_path / source for source in PLOT_INPUTS[name]]  # same relative paths: the curves' legends
+    for source, copy in zip(PLOT_INPUTS[name], inputs, strict=True):
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes((ROOT / source).read_bytes())
+    same = draw(name, inputs, tmp_path / "same.png")
+    assert same == committed_png(name)  # copies of the inputs, elsewhere, draw the committed figure
+    change_data(inputs[index], DRAWN_COLUMN[name])
+    assert draw(name, inputs, tmp_path / "changed.png") != same
+
+
+# --- Bad input: one line, no output -------------------------------------------------------------------------
+
+GOOD = object()  # stands for the committed input at that position
+
+# plot, inputs (GOOD, or the text of a bad file), exit status, a part of the error line
+BAD_INPUTS = {
+    "unknown plot": ("heatmap", [GOOD], 2, "invalid choice: 'heatmap'"),
+    "no input": ("gpu_cliff", [], 2, "inputs"),
+    "missing input": ("gpu_cliff", [None, GOOD], 1, "bad-0"),
+    "one input short": ("gpu_cliff", [GOOD], 1, "gpu_cliff: cannot draw from"),
+    "one input too many": ("predicted_vs_measured", [GOOD, GOOD], 1, "predicted_vs_measured: cannot draw from"),
+    "cliff not JSON": ("gpu_cliff", ["21520: 0\n", GOOD], 1, "bad-0"),
+    "cliff a JSON list": ("gpu_cliff", ["[0, 0, 10]\n", GOOD], 1, "bad-0"),
+    "cliff of rooms that are not numbers": ("gpu_cliff", ['{"big": 0}\n', GOOD], 1, "big"),
+    "policy cliff without rooms": ("cpu_cliff", ['{"write-through": 10}\n', GOOD], 1, "bad-0"),
+    "policy cliff of lists": ("cpu_cliff", ['{"write-through": [10, 0]}\n', GOOD], 1, "bad-0"),
+    "sweep CSV without the columns": ("gpu_cliff", [GOOD, "room,ms\n1,2\n"], 1, "'pass'"),
+    "curve CSV without the hit ratio": ("mrc", ["gpu_tokens,hits\n0,0\n"], 1, "token_hit_ratio"),
+    "empty curve CSV": ("mrc", [""], 1, "bad-0"),
+    "measurement without ttft_ms": ("ttft_per_pass", ['{"config": "a", "pass": "p"}\n'], 1, "ttft_ms"),
+    "measurement not JSONL": ("ttft_per_pass", ["config,pass,ttft_ms\na,p,1\n"], 1, "bad-0"),
+    "table without the measured column": ("predicted_vs_measured", ["config,pass\na,p\n"], 1, "measured_p50_ms"),
+    "budgets without rounds": ("ttft_budgets", ["cpu_gb,predicted_mean_ms\n0,1\n"], 1, "round"),
+    "binary input": ("ttft_budgets", [PNG_SIGNATURE.decode("latin-1") + "\0\xff"], 1, "bad-0"),
+}
+
+
+def one_line_error(done):
+    """The command failed with exactly one line on stderr, the parser's; return the line."""
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.startswith("plots.py: error: ") and done.stderr.count("\n") == 1, done.stderr
+    return done.stderr
+
+
+def bad_input_files(folder, plot, inputs):
+    """The inputs of a BAD_INPUTS case: committed artifacts, and bad files written under ``folder``."""
+    real = PLOT_INPUTS.get(plot, PLOT_INPUTS["gpu_cliff"])
+    paths = []
+    for index, text in enumerate(inputs):
+        committed = real[min(index, len(real) - 1)]
+        if text is GOOD:
+            paths.append(str(ROOT / committed))
+            continue
+        path = folder / f"bad-{index}{Path(committed).suffix}"
+        if text is not None:  # None: a file that does not exist
+            path.write_bytes(text.encode("latin-1"))
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize(("plot", "inputs", "status", "needle"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_is_one_line_and_leaves_the_output_alone(tmp_path, capsys, plot, inputs, status, needle):
+    """In this process (main, as the command runs it): the parser's exit, one line, the sentinel output kept."""
+    paths = bad_input_files(tmp_path, plot, inputs)
+    out = tmp_path / "figures" / "plot.png"
+    out.parent.mkdir()
+    out.write_bytes(b"sentinel")
+    with pytest.raises(SystemExit) as exited:
+        plots.main([plot, "--out", str(out), *paths])
+    captured = capsys.readouterr()
+    line = one_line_error(subprocess.CompletedProcess([], exited.value.code, captured.out, captured.err))
+    assert exited.value.code == status
+    assert needle in line
+    assert out.read_bytes() == b"sentinel"
+    assert os.listdir(out.parent) == ["plot.png"]  # no temporary file left beside it
+
+
+@pytest.mark.parametrize("case", ["missing input", "cliff a JSON list", "budgets without rounds"])
+def test_the_command_fails_in_one_line(tmp_path, case):
+    """The same, as a command: nothing else (no warning, no traceback) on stderr."""
+    plot, inputs, status, needle = BAD_INPUTS[case]
+    out = tmp_path / "plot.png"
+    out.write_bytes(b"sentinel")
+    done = run_python(SCRIPT, plot, "--out", out, *bad_input_files(tmp_path, plot, inputs))
+    assert needle in one_line_error(done) and done.returncode == status
+    assert out.read_bytes() == b"sentinel"
+
+
+def test_a_failed_plot_creates_no_output(tmp_path):
+    out = tmp_path / "plot.png"
+    one_line_error(run_python(SCRIPT, "gpu_cliff", "--out", out, tmp_path / "missing.json", tmp_path / "x.csv"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_output_in_a_missing_folder_is_one_line(tmp_path):
+    out = tmp_path / "missing" / "plot.png"
+    line = one_line_error(run_python(SCRIPT, "ttft_per_pass", "--out", out, *PLOT_INPUTS["ttft_per_pass"]))
+    assert line.startswith(f"plots.py: error: cannot write {out}")
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_output_that_is_a_folder_is_one_line(tmp_path):
+    out = tmp_path / "plot.png"
+    out.mkdir()
+    (out / "keep").write_text("x")
+    line = one_line_error(run_python(SCRIPT, "ttft_per_pass", "--out", out, *PLOT_INPUTS["ttft_per_pass"]))
+    assert line.startswith(f"plots.py: error: cannot write {out}")
+    assert sorted(os.listdir(tmp_path)) == ["plot.png"] and os.listdir(out) == ["keep"]
+
+
+# --- The pipeline: plot_inputs, ttft_targets, all_targets ---------------------------------------------------
+
+
+@pytest.fixture
+def unaliased():
+    """The committed config without its YAML aliases shared (a change to ttft.setting stays there)."""
+    return json.loads(json.dumps(load_config()))
+
+
+def test_plot_inputs_are_targets_and_committed_artifacts(config):
+    targets, tracked = pipeline.all_targets(config), tracked_files()
+    for name, inputs in pipeline.plot_inputs(config).items():
+        assert pipeline.plot_path(name) in targets and pipeline.plot_path(name) in tracked
+        for path in inputs:
+            assert path in targets, (name, path)  # the pipeline builds it before the plot
+            assert path in tracked, (name, path)  # and it is committed: every figure is drawn from committed artifacts
+
+
+def test_plot_inputs_of_the_committed_config(config):
+    assert pipeline.plot_inputs(config) == {
+        "gpu_cliff": ["results/cliff.json", "results/ttft/sweep-cliff.csv"],
+        "cpu_cliff": ["results/policies/cpu_cliff.json", "results/ttft/sweep-cpu_cliff.csv"],
+        "ttft_per_pass": ["results/ttft.jsonl"],
+        "predicted_vs_measured": ["results/ttft/predicted_vs_measured.csv"],
+        "mrc": [
+            "results/mrc/lab/block256-gpu.csv",
+            "results/mrc/lab/block256-cpu-at-gpu21520.csv",
+            "results/mrc/long_doc_qa/block256-gpu.csv",
+            "results/mrc/long_doc_qa/block256-cpu-at-gpu21520.csv",
+        ],
+        "ttft_budgets": ["results/ttft/budgets-lab.csv"],
+    }
+
+
+def test_ttft_targets_and_all_targets(config):
+    ttft = ["results/ttft/model.json", "results/ttft/predicted_vs_measured.csv"]
+    ttft += ["results/ttft/sweep-cliff.csv", "results/ttft/sweep-cpu_cliff.csv", "results/ttft/budgets-lab.csv"]
+    assert pipeline.ttft_targets(config) == ttft
+    targets = pipeline.all_targets(config)
+    figures = [f"results/plots/{name}.png" for name in plots.PLOTS]
+    assert set(ttft + figures) <= set(targets)
+    assert len(targets) == len(set(targets))
+    assert {path for path in tracked_files() if path.startswith(("results/ttft/", "results/plots/"))} <= set(targets)
+
+
+def test_no_curves_no_mrc_plot(config):
+    config["mrc"]["workloads"] = []
+    config["plots"]["mrc_block_tokens"] = 16  # not in mrc.block_tokens, and no curve to draw: fine
+    validate(config, str(SCHEMA))
+    pipeline.check_config(config)
+    assert sorted(pipeline.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"mrc"})
+    targets = pipeline.all_targets(config)
+    assert "results/plots/mrc.png" not in targets and "results/plots/gpu_cliff.png" in targets
+    assert not [path for path in targets if path.startswith("results/mrc/")]
+
+
+def test_no_budgets_no_budgets_plot(config):
+    del config["ttft"]["budgets"]
+    validate(config, str(SCHEMA))
+    pipeline.check_config(config)
+    assert sorted(pipeline.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"ttft_budgets"})
+    assert pipeline.ttft_targets(config) == [pipeline.TTFT_MODEL, pipeline.TTFT_TABLE] + [
+        pipeline.ttft_sweep_path(sweep) for sweep in ("cliff", "cpu_cliff")
+    ]
+    targets = pipeline.all_targets(config)
+    assert "results/plots/ttft_budgets.png" not in targets and "results/ttft/budgets-lab.csv" not in targets
+    assert "results/plots/ttft_per_pass.png" in targets
+
+
+GPU_SWEEP = {
+    "vary": "gpu",
+    "grid": [1000, 60000],
+    "fixed": {"cpu": 0},
+    "passes": ["fwd"],
+    "record": {"pass": 1, "value": "hits"},
+}
+
+
+def test_plot_inputs_follow_the_plots_section(config):
+    config["sweeps"]["wide"] = GPU_SWEEP
+    config["ttft"]["sweeps"].append("wide")
+    config["plots"].update(gpu_cliff="wide", mrc_block_tokens=5011)
+    config["mrc"]["gpu_tokens"] = [30000, 21520]  # the CPU curve at the first GPU room only
+    validate(config, str(SCHEMA))
+    pipeline.check_config(config)
+    inputs = pipeline.plot_inputs(config)
+    assert inputs["gpu_cliff"] == ["results/wide.json", "results/ttft/sweep-wide.csv"]
+    assert inputs["mrc"] == [
+        "results/mrc/lab/block5011-gpu.csv",
+        "results/mrc/lab/block5011-cpu-at-gpu30000.csv",
+        "results/mrc/long_doc_qa/block5011-gpu.csv",
+        "results/mrc/long_doc_qa/block5011-cpu-at-gpu30000.csv",
+    ]
+    targets = pipeline.all_targets(config)
+    assert set(inputs["gpu_cliff"] + inputs["mrc"]) <= set(targets)
+    config["mrc"]["gpu_tokens"] = []  # GPU curves only
+    assert pipeline.plot_inputs(config)["mrc"] == [
+        "results/mrc/lab/block5011-gpu.csv",
+        "results/mrc/long_doc_qa/block5011-gpu.csv",
+    ]
+
+
+def test_ttft_setting_is_the_example_measurements_by_yaml_reference():
+    config = load_config()
+    assert config["ttft"]["setting"]["configs"] is config["example_measurement"]["configs"]
+    assert config["ttft"]["setting"]["passes"] is config["example_measurement"]["passes"]
+    text = (ROOT / "config.yaml").read_text(encoding="utf-8")
+    old = "    lmcache:\n      gpu: 21520\n      cpu: 56000\n"
+    assert text.count(old) == 1
+    changed = yaml.safe_load(text.replace(old, "    lmcache:\n      gpu: 21520\n      cpu: 60000\n"))
+    validate(changed, str(SCHEMA))
+    pipeline.check_config(changed)
+    assert "--config lmcache:21520,60000" in pipeline.ttft_fit_args(changed)
+    assert "--config lmcache:21520,56000" in pipeline.ttft_fit_args(config)
+
+
+# --- The cross-field rules of check_ttft ----------------------------------------------------------------------
+
+
+def setter(path, value):
+    def mutate(config):
+        node = config
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def deleter(path):
+    def mutate(config):
+        node = config
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+
+    return mutate
+
+
+def both(first, second):
+    def mutate(config):
+        first(config)
+        second(config)
+
+    return mutate
+
+
+def predicted_sweep(name, vary):
+    """A lab sweep ``name`` of ``vary`` added to the config and to ttft.sweeps."""
+    sweep = {**GPU_SWEEP, "vary": vary, "fixed": {"gpu": 21520, "cpu": 0}}
+    return both(setter(["sweeps", name], sweep), setter(["ttft", "sweeps"], ["cliff", "cpu_cliff", name]))
+
+
+TTFT_RULES = {
+    "predicted sweep that does not exist": (
+        setter(["ttft", "sweeps"], ["cliff", "cpu_cliff", "cliffs"]),
+        "config: ttft.sweeps names 'cliffs', which is not a sweep of gpu or cpu rooms",
+    ),
+    "predicted sweep of documents": (predicted_sweep("many", "docs"), "config: ttft.sweeps names 'many'"),
+    "predicted sweep of tokens": (predicted_sweep("long", "tokens"), "config: ttft.sweeps names 'long'"),
+    "budgets of an unknown plan": (
+        setter(["ttft", "budgets", "plan"], "big"),
+        "config: ttft.budgets.plan names 'big', which is not in plans",
+    ),
+    "GPU cliff not predicted": (
+        setter(["ttft", "sweeps"], ["cpu_cliff"]),
+        "config: plots.gpu_cliff must name a sweep of gpu rooms in ttft.sweeps, got 'cliff'",
+    ),
+    "GPU cliff of CPU rooms": (setter(["plots", "gpu_cliff"], "cpu_cliff"), "config: plots.gpu_cliff .* 'cpu_cliff'"),
+    "GPU cliff of no sweep": (setter(["plots", "gpu_cliff"], "nowhere"), "config: plots.gpu_cliff .* 'nowhere'"),
+    "CPU cliff not predicted": (
+        setter(["ttft", "sweeps"], ["cliff"]),
+        "config: plots.cpu_cliff must name a sweep of cpu rooms in ttft.sweeps, got 'cpu_cliff'",
+    ),
+    "CPU cliff of GPU rooms": (setter(["plots", "cpu_cliff"], "cliff"), "config: plots.cpu_cliff .* 'cliff'"),
+    "curves at a block size not computed": (
+        setter(["plots", "mrc_block_tokens"], 16),
+        "config: plots.mrc_block_tokens 16 is not in mrc.block_tokens",
+    ),
+}
+
+
+@pytest.mark.parametrize(("mutate", "message"), TTFT_RULES.values(), ids=TTFT_RULES.keys())
+def test_ttft_and_plots_cross_field_rules(unaliased, mutate, message):
+    mutate(unaliased)
+    validate(unaliased, str(SCHEMA))  # the schema alone lets these through
+    with pytest.raises(pipeline.ConfigError, match=message) as raised:
+        pipeline.check_config(unaliased)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(pipeline.ConfigError, match=message):
+        pipeline.check_ttft(unaliased)  # the rule is check_ttft's
+
+
+# --- The schema's ttft and plots sections ---------------------------------------------------------------------
+
+SETTING = ["ttft", "setting"]
+BUDGETS = ["ttft", "budgets"]
+TTFT, PLOTS = "instance['ttft']", "instance['plots']"
+
+SCHEMA_REJECTS = {
+    "unknown pass order": (setter([*SETTING, "passes"], {"pass1": "forward"}), TTFT),
+    "no passes": (setter([*SETTING, "passes"], {}), TTFT),
+    "no configs": (setter([*SETTING, "configs"], {}), TTFT),
+    "config without cpu": (setter([*SETTING, "configs"], {"baseline": {"gpu": 21520}}), TTFT),
+    "negative gpu room": (setter([*SETTING, "configs"], {"baseline": {"gpu": -1, "cpu": 0}}), TTFT),
+    "unknown config key": (setter([*SETTING, "configs"], {"baseline": {"gpu": 1, "cpu": 0, "ram": 1}}), TTFT),
+    "setting of 0 documents": (setter([*SETTING, "docs"], 0), TTFT),
+    "setting without tokens": (deleter([*SETTING, "tokens"]), TTFT),
+    "unknown setting key": (setter([*SETTING, "model"], "qwen"), TTFT),
+    "ttft without setting": (deleter(["ttft", "setting"]), TTFT),
+    "ttft without sweeps": (deleter(["ttft", "sweeps"]), TTFT),
+    "sweeps as a string": (setter(["ttft", "sweeps"], "cliff"), TTFT),
+    "duplicate sweep": (setter(["ttft", "sweeps"], ["cliff", "cliff"]), TTFT),
+    "bad sweep name": (setter(["ttft", "sweeps"], ["Cliff-2"]), TTFT),
+    "negative cpu_gb": (setter([*BUDGETS, "cpu_gb"], [0, -0.5]), TTFT),
+    "no budgets": (setter([*BUDGETS, "cpu_gb"], []), TTFT),
+    "duplicate budget": (setter([*BUDGETS, "cpu_gb"], [1.5, 1.5]), TTFT),
+    "budget as text": (setter([*BUDGETS, "cpu_gb"], ["1.5"]), TTFT),
+    "budgets without plan": (deleter([*BUDGETS, "plan"]), TTFT),
+    "budgets without cpu_gb": (deleter([*BUDGETS, "cpu_gb"]), TTFT),
+    "unknown budgets key": (setter([*BUDGETS, "gpu_gb"], [1]), TTFT),
+    "unknown ttft key": (setter(["ttft", "model"], "results/ttft/model.json"), TTFT),
+    "missing ttft section": (deleter(["ttft"]), "'ttft' is a required property"),
+    "missing plots section": (deleter(["plots"]), "'plots' is a required property"),
+    "plots without gpu_cliff": (deleter(["plots", "gpu_cliff"]), PLOTS),
+    "plots without cpu_cliff": (deleter(["plots", "cpu_cliff"]), PLOTS),
+    "plots without mrc_block_tokens": (deleter(["plots", "mrc_block_tokens"]), PLOTS),
+    "block of 0 tokens": (setter(["plots", "mrc_block_tokens"], 0), PLOTS),
+    "block as text": (setter(["plots", "mrc_block_tokens"], "256"), PLOTS),
+    "fractional block": (setter(["plots", "mrc_block_tokens"], 25.6), PLOTS),
+    "bad sweep name for a cliff": (setter(["plots", "gpu_cliff"], "Cliff!"), PLOTS),
+    "unknown plots key": (setter(["plots", "ttft_budgets"], True), PLOTS),
+}
+
+
+@pytest.mark.parametrize(("mutate", "where"), SCHEMA_REJECTS.values(), ids=SCHEMA_REJECTS.keys())
+def test_schema_rejects(unaliased, mutate, where):
+    mutate(unaliased)
+    with pytest.raises(WorkflowError) as raised:
+        validate(unaliased, str(SCHEMA))
+    assert where in str(raised.value)
+
+
+def test_schema_accepts_the_committed_config_and_optional_budgets(config, unaliased):
+    validate(config, str(SCHEMA))
+    pipeline.check_config(config)
+    del unaliased["ttft"]["budgets"]
+    validate(unaliased, str(SCHEMA))

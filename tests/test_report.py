@@ -1,0 +1,147 @@
+"""`make report`: Snakemake's HTML report of the pipeline's results, with the captions of report/*.rst.
+
+The report is built in a copy of the project (its tracked files and the committed results, made up to
+date with ``snakemake --touch``: the committed results are checked fresh by tests/test_workflow.py, so
+the full run is not repeated here).
+"""
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, load_config
+
+from kvlab import pipeline
+
+BIN = Path(sys.executable).parent
+
+# The key sentence of each artifact's caption (report/*.rst, rendered with the artifact's wildcards).
+CAPTIONS = {
+    "results/cyclic.json": "Finding 1: reading ten 5,011-token documents twice",
+    "results/baseline.json": "A third pass in reverse hits only the four most recent documents",
+    "results/offload.json": "Finding 3, in the simulator",
+    "results/cliff.json": "Finding 2, the cliff",
+    "results/cpu_cliff.json": "Under the lab's write-through rule the CPU tier has the same cliff",
+    "results/measured.json": "Finding 3, measured",
+    "results/policies/cpu_cliff.json": "The policy answer: write-back",
+    "results/plan/lab.json": "The planner's answer for the plan",
+    "results/plan/lab_documents.json": "The planner's answer for the plan",
+    "results/ttft/predicted_vs_measured.csv": "The TTFT model against the measurement",
+    "results/plots/gpu_cliff.png": "Findings 1 and 2",
+    "results/plots/cpu_cliff.png": "The policy answer: write-back clears pass 2",
+    "results/plots/mrc.png": "The exact LRU curves",
+    "results/plots/ttft_per_pass.png": "Finding 3: every measured request",
+    "results/plots/predicted_vs_measured.png": "The TTFT model's per-pass p50",
+    "results/plots/ttft_budgets.png": "The planner's answer in time",
+}
+
+
+def tool(name, *args, cwd):
+    return subprocess.run([str(BIN / name), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def project_files():
+    """Tracked files plus untracked ones git does not ignore (the working tree as it would be committed)."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A copy of the project with its committed results, up to date, and `snakemake --report report.html` run in it."""
+    copy = tmp_path_factory.mktemp("kvlab-report")
+    for name in project_files():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / name, copy / name)
+    touched = tool("snakemake", "--cores", "1", "--touch", cwd=copy)
+    assert touched.returncode == 0, touched.stdout + touched.stderr
+    dry = tool("snakemake", "--cores", "1", "--dry-run", cwd=copy)
+    assert "Nothing to be done" in dry.stdout + dry.stderr  # the report is of the committed results
+    done = tool("snakemake", "--report", "report.html", cwd=copy)
+    return copy, done
+
+
+@pytest.fixture(scope="module")
+def html(built):
+    copy, done = built
+    assert done.returncode == 0, done.stdout + done.stderr
+    return (copy / "report.html").read_text(encoding="utf-8")
+
+
+def script_variable(html, name):
+    """The JSON value of ``var X = ...`` in the report's ``<script id="name">``."""
+    found = re.search(rf'<script id="{name}">\s*var \w+ = (.*?);?\s*</script>', html, flags=re.DOTALL)
+    assert found, name
+    return json.loads(found.group(1))
+
+
+def report_artifacts(config):
+    """Every artifact marked report() in rules/*.smk, as the config names them."""
+    lab = [f"results/{name}.json" for name in [*config["runs"], *config["sweeps"], "measured"]]
+    planner = [pipeline.POLICY_CLIFF, *map(pipeline.plan_path, config["plans"]), pipeline.TTFT_TABLE]
+    return sorted(lab + planner + list(map(pipeline.plot_path, pipeline.plot_inputs(config))))
+
+
+def test_report_is_one_self_contained_html_file(built, html):
+    copy, done = built
+    assert "Report created" in done.stdout + done.stderr
+    assert html.lstrip().lower().startswith("<!doctype html") and html.rstrip().endswith("</html>")
+    assert not re.search(r"<script\b[^>]*\bsrc\s*=", html), "a script loaded from elsewhere"
+    assert not re.search(r"<link\b", html) and "@import" not in html, "a stylesheet loaded from elsewhere"
+    results = script_variable(html, "results")
+    assert results and all(entry["data_uri"].startswith("data:") for entry in results.values())
+    assert sorted(path.name for path in copy.iterdir() if path.name.startswith("report")) == ["report", "report.html"]
+
+
+def test_report_has_every_report_artifact_with_its_caption(html):
+    results = script_variable(html, "results")
+    assert sorted(results) == report_artifacts(load_config()) == sorted(CAPTIONS)
+    for path, sentence in CAPTIONS.items():
+        caption = results[path]["caption"]
+        assert sentence in caption, (path, caption)
+        assert "{{" not in caption and "{%" not in caption, path  # the Jinja template was rendered
+    for plan in ("lab", "lab_documents"):  # with the job's own wildcards
+        assert f">{plan}</tt>" in results[f"results/plan/{plan}.json"]["caption"]
+
+
+def test_report_embeds_the_committed_figures(html):
+    results = script_variable(html, "results")
+    categories = script_variable(html, "categories")
+    figures = [pipeline.plot_path(name) for name in sorted(pipeline.plot_inputs(load_config()))]
+    assert sorted(path for paths in categories["Figures"].values() for path in paths) == figures
+    for path in figures:
+        entry = results[path]
+        assert entry["labels"] == {"figure": Path(path).stem}
+        assert entry["mime_type"] == "image/png"
+        data = base64.b64decode(entry["data_uri"].split("base64,", 1)[1])
+        assert data == (ROOT / path).read_bytes(), path
+
+
+def test_report_text_names_the_findings_and_the_six_plots(html):
+    for sentence in ("Finding 1", "The policy answer", "planner's answer", "synthetic example"):
+        assert sentence in html, sentence
+    for name in ("gpu_cliff", "cpu_cliff", "mrc", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets"):
+        assert f"{name}.png" in html, name
+    assert "kvlab regenerates every artifact" in script_variable(html, "workflow-desc")  # report/workflow.rst
+
+
+def test_report_html_is_a_build_product_ignored_by_git():
+    assert subprocess.run(["git", "check-ignore", "-q", "report.html"], cwd=ROOT).returncode == 0
+    tracked = subprocess.run(["git", "ls-files", "report.html"], cwd=ROOT, capture_output=True, text=True)
+    assert tracked.stdout == ""
+
+
+def test_make_report_runs_snakemake_report():
+    done = subprocess.run(["make", "-n", "report"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ".venv/bin/snakemake --report report.html" in done.stdout.splitlines()
