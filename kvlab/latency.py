@@ -116,14 +116,16 @@ class LatencyModel:
 
     @classmethod
     def from_description(cls, description):
-        """The model back from :meth:`describe` (as the pipeline hands it from one job to the next)."""
+        """The model back from :meth:`describe` (as the pipeline hands it from one job to the next);
+        ValueError if it is not one."""
+        if not isinstance(description, dict):
+            raise ValueError("expected the tiers as a JSON object")
         fits = {}
         for tier, fit in description.items():
-            fits[tier] = TierFit(
-                fit["n"],
-                fit["intercept_ms"],
-                fit["ms_per_token"],
-                fit["residual_median_abs_ms"],
-                fit["residual_max_abs_ms"],
-            )
+            if tier not in TIERS or not isinstance(fit, dict):
+                raise ValueError(f"not a tier's fit: {tier!r}")
+            values = [fit[field] for field in TierFit.__dataclass_fields__]
+            if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in values):
+                raise ValueError(f"tier {tier}: every field must be a number")
+            fits[tier] = TierFit(*values)
         return cls(fits)

@@ -25,7 +25,7 @@ from pathlib import Path
 if not __package__:  # run as `python kvlab/ttft.py`: import the package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from kvlab.files import dump_json, write_atomically
+from kvlab.files import dump_json, write_together
 from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.latency import TIERS, LatencyModel, tier_of
 from kvlab.model_size import decimal_gib, tokens_in
@@ -87,7 +87,7 @@ def measured_requests(path, configs, passes, docs):
 
 
 def fit(path, configs, passes, docs, tokens):
-    """The model and the predicted-vs-measured rows (one per config and pass, in the setting's order)."""
+    """The model, and per config and pass the tiers, the measured and the predicted TTFTs of its requests."""
     requests = measured_requests(path, configs, dict(passes), docs)
     lengths = {doc: tokens for doc in range(docs)}  # a measured document's own length wins
     lengths.update({doc: length for (_, _, doc), (_, length, _) in requests.items()})
@@ -97,16 +97,17 @@ def fit(path, configs, passes, docs, tokens):
         tiers = access_tiers("write-through", gpu, cpu, [(doc, lengths[doc]) for _, doc in reads])
         served.update({(config, name, doc): tier for (name, doc), tier in zip(reads, tiers, strict=True)})
     model = LatencyModel.fit((served[key], length, ttft) for key, (_, length, ttft) in requests.items())
-    rows = []
+    per_pass = {}  # (config, pass) -> (tiers, measured, predicted), in the setting's order
     for config in configs:
         for name, _ in passes:
             measured = [(key, value) for key, value in requests.items() if key[:2] == (config, name)]
-            if not measured:
-                continue
-            tiers = [served[key] for key, _ in measured]
-            predicted = [model.predict(served[key], length) for key, (_, length, _) in measured]
-            rows.append(comparison(config, name, tiers, [ttft for _, (_, _, ttft) in measured], predicted))
-    return model, rows
+            if measured:
+                per_pass[config, name] = (
+                    [served[key] for key, _ in measured],
+                    [ttft for _, (_, _, ttft) in measured],
+                    [model.predict(served[key], length) for key, (_, length, _) in measured],
+                )
+    return model, per_pass
 
 
 def comparison(config, name, tiers, measured, predicted):
@@ -127,19 +128,19 @@ def comparison(config, name, tiers, measured, predicted):
     }
 
 
-def offload_ratios(rows):
-    """baseline / lmcache per pass, measured and predicted (the lab's ratio), where both configs have the pass."""
-    by = {(row["config"], row["pass"]): row for row in rows}
+def offload_ratios(per_pass):
+    """baseline / lmcache p50 per pass, measured and predicted, of the unrounded medians as ``summarize.py``
+    divides them, where both configs have the pass."""
     first, second = CONFIGS
     ratios = []
-    for row in rows:
-        if row["config"] == first and (second, row["pass"]) in by:
-            other = by[second, row["pass"]]
+    for (config, name), (_, measured, predicted) in per_pass.items():
+        if config == first and (second, name) in per_pass:
+            _, other_measured, other_predicted = per_pass[second, name]
             ratios.append(
                 {
-                    "pass": row["pass"],
-                    "measured_p50": quotient(row["measured_p50_ms"], other["measured_p50_ms"]),
-                    "predicted_p50": quotient(row["predicted_p50_ms"], other["predicted_p50_ms"]),
+                    "pass": name,
+                    "measured_p50": quotient(describe(measured)[0], describe(other_measured)[0]),
+                    "predicted_p50": quotient(describe(predicted)[0], describe(other_predicted)[0]),
                 }
             )
     return ratios
@@ -276,7 +277,7 @@ def read_model(command, path):
         return LatencyModel.from_description(json.loads(Path(path).read_text(encoding="utf-8"))["tiers"])
     except OSError as error:
         command.fail(f"{path}: cannot read: {error.strerror}")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         command.fail(f"{path}: not a model written by `ttft.py fit`")
 
 
@@ -288,7 +289,8 @@ def main(argv=None):
     try:
         if args.command == "fit":
             configs, passes = dict(args.config), args.passes
-            model, rows = fit(args.measurement, configs, passes, args.docs, args.tokens)
+            model, per_pass = fit(args.measurement, configs, passes, args.docs, args.tokens)
+            rows = [comparison(config, name, *samples) for (config, name), samples in per_pass.items()]
             document = {
                 "measurement": Path(args.measurement).name,
                 "setting": {
@@ -299,7 +301,7 @@ def main(argv=None):
                 },
                 "tiers": model.describe(),
                 "passes": rows,
-                "offload_ratio": offload_ratios(rows),
+                "offload_ratio": offload_ratios(per_pass),
                 "max_p50_error": round(
                     max((abs(row["p50_ratio"] - 1) for row in rows if row["p50_ratio"]), default=0), 3
                 ),
@@ -321,11 +323,10 @@ def main(argv=None):
             outputs = {args.out: csv_text(rows, tuple(rows[0]) if rows else ("cpu_gb",))}
     except (InputError, SettingError, WorkloadError, ValueError) as error:
         command.fail(str(error))
-    for path, text in outputs.items():
-        try:
-            write_atomically(path, text)
-        except OSError as error:
-            command.fail(f"cannot write {path}: {error.strerror}")
+    try:
+        write_together(outputs)
+    except OSError as error:
+        command.fail(f"cannot write {error.filename}: {error.strerror}")
     return 0
 
 
