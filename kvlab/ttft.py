@@ -68,7 +68,8 @@ def pass_reads(passes, docs):
 
 
 def measured_requests(path, configs, passes, docs):
-    """``{(config, pass, doc): (file:line, tokens, ttft_ms)}``; SettingError for a request the setting has not."""
+    """``{(config, pass, doc): (tokens, ttft_ms)}``; SettingError (naming file:line) for a request the setting has
+    not."""
     requests = {}
     for where, record in read_records(path):
         config, name, doc, tokens = record["config"], record["pass"], record["doc"], record["doc_tokens"]
@@ -82,7 +83,7 @@ def measured_requests(path, configs, passes, docs):
             raise SettingError(f"{where}: doc_tokens must be a whole number >= 1, got {tokens!r}")
         if (config, name, doc) in requests:
             raise SettingError(f"{where}: config {config!r} pass {name!r} reads doc {doc} twice")
-        requests[config, name, doc] = (where, tokens, record["ttft_ms"])
+        requests[config, name, doc] = (tokens, record["ttft_ms"])
     return requests
 
 
@@ -90,13 +91,13 @@ def fit(path, configs, passes, docs, tokens):
     """The model, and per config and pass the tiers, the measured and the predicted TTFTs of its requests."""
     requests = measured_requests(path, configs, dict(passes), docs)
     lengths = {doc: tokens for doc in range(docs)}  # a measured document's own length wins
-    lengths.update({doc: length for (_, _, doc), (_, length, _) in requests.items()})
+    lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
     reads = pass_reads(passes, docs)
     served = {}  # (config, pass, doc) -> tier
     for config, (gpu, cpu) in configs.items():
         tiers = access_tiers("write-through", gpu, cpu, [(doc, lengths[doc]) for _, doc in reads])
         served.update({(config, name, doc): tier for (name, doc), tier in zip(reads, tiers, strict=True)})
-    model = LatencyModel.fit((served[key], length, ttft) for key, (_, length, ttft) in requests.items())
+    model = LatencyModel.fit((served[key], length, ttft) for key, (length, ttft) in requests.items())
     per_pass = {}  # (config, pass) -> (tiers, measured, predicted), in the setting's order
     for config in configs:
         for name, _ in passes:
@@ -104,8 +105,8 @@ def fit(path, configs, passes, docs, tokens):
             if measured:
                 per_pass[config, name] = (
                     [served[key] for key, _ in measured],
-                    [ttft for _, (_, _, ttft) in measured],
-                    [model.predict(served[key], length) for key, (_, length, _) in measured],
+                    [ttft for _, (_, ttft) in measured],
+                    [model.predict(served[key], length) for key, (length, _) in measured],
                 )
     return model, per_pass
 
