@@ -10,6 +10,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 KVLAB = ROOT / "kvlab"
 SCHEMA = ROOT / "schemas" / "config.schema.yaml"
+BIN = Path(sys.executable).parent  # this environment's console scripts (snakemake, snakefmt, ruff)
 
 
 def load_config():
@@ -20,6 +21,56 @@ def load_config():
 def run_python(*args, cwd=ROOT, **kwargs):
     """Run ``python ARGS`` with this interpreter; capture text output."""
     return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, **kwargs)
+
+
+def tool(name, *args, cwd):
+    """Run a console script of this environment (snakemake, snakefmt, ruff) in ``cwd``."""
+    return subprocess.run([str(BIN / name), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def project_files():
+    """The working tree as it would be committed: tracked files plus untracked ones git does not ignore."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
+
+
+def setter(path, value):
+    """A config mutation that sets config[path[0]][path[1]]... to ``value``."""
+
+    def mutate(config):
+        node = config
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def deleter(path):
+    """A config mutation that deletes config[path[0]][path[1]]..."""
+
+    def mutate(config):
+        node = config
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+
+    return mutate
+
+
+def both(first, second):
+    """A config mutation that applies two."""
+
+    def mutate(config):
+        first(config)
+        second(config)
+
+    return mutate
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import re
 import shlex
 
 import pytest
-from conftest import SCHEMA
+from conftest import SCHEMA, both, deleter, setter
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -15,38 +15,6 @@ from kvlab import pipeline, policy_grid, replay, scenario
 def test_committed_config_is_valid(config):
     validate(config, str(SCHEMA))
     pipeline.check_config(config)
-
-
-def setter(path, value):
-    """A mutation that sets config[path[0]][path[1]]... to ``value``."""
-
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-
-    return mutate
-
-
-def deleter(path):
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        del node[path[-1]]
-
-    return mutate
-
-
-def both(first, second):
-    """A mutation that applies two."""
-
-    def mutate(config):
-        first(config)
-        second(config)
-
-    return mutate
 
 
 BAD_VALUES = {

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, SCHEMA, load_config
+from conftest import BIN, ROOT, SCHEMA, load_config, project_files
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -27,7 +27,6 @@ import kvlab.mrc as mrc_py
 import kvlab.plan as plan_py
 from kvlab import pipeline, replay
 
-BIN = Path(sys.executable).parent
 MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
 QWEN_1_5B = "models/Qwen2.5-1.5B-Instruct/config.json"
@@ -46,17 +45,6 @@ def checked(config):
     validate(config, str(SCHEMA))
     pipeline.check_config(config)
     return config
-
-
-def project_files():
-    """The working tree as it would be committed: tracked files plus untracked ones git does not ignore."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
 
 
 def read_json(path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import KVLAB, ROOT, SCHEMA, load_config, run_python
+from conftest import KVLAB, ROOT, SCHEMA, both, deleter, load_config, run_python, setter
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -416,34 +416,6 @@ def test_ttft_setting_is_the_example_measurements_by_yaml_reference():
 
 
 # --- The cross-field rules of check_ttft ----------------------------------------------------------------------
-
-
-def setter(path, value):
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-
-    return mutate
-
-
-def deleter(path):
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        del node[path[-1]]
-
-    return mutate
-
-
-def both(first, second):
-    def mutate(config):
-        first(config)
-        second(config)
-
-    return mutate
 
 
 def predicted_sweep(name, vary):

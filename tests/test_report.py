@@ -10,15 +10,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_config
+from conftest import ROOT, load_config, project_files, tool
 
 from kvlab import pipeline
-
-BIN = Path(sys.executable).parent
 
 # The key sentence of each artifact's caption (report/*.rst, rendered with the artifact's wildcards).
 CAPTIONS = {
@@ -39,21 +36,6 @@ CAPTIONS = {
     "results/plots/predicted_vs_measured.png": "The TTFT model's per-pass p50",
     "results/plots/ttft_budgets.png": "The planner's answer in time",
 }
-
-
-def tool(name, *args, cwd):
-    return subprocess.run([str(BIN / name), *args], cwd=cwd, capture_output=True, text=True)
-
-
-def project_files():
-    """Tracked files plus untracked ones git does not ignore (the working tree as it would be committed)."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
 
 
 @pytest.fixture(scope="module")

@@ -3,31 +3,12 @@
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, project_files, tool
 
-BIN = Path(sys.executable).parent
 ALLOWED_LINT = "Specify a conda environment or container for each rule."  # explained in the Snakefile
-
-
-def tool(name, *args, cwd):
-    """Run a console script of this environment (snakemake, snakefmt, ruff) in ``cwd``."""
-    return subprocess.run([str(BIN / name), *args], cwd=cwd, capture_output=True, text=True)
-
-
-def project_files():
-    """The working tree as it would be committed: tracked files plus untracked ones git does not ignore."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
 
 
 def results_tree(folder):
