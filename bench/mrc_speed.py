@@ -1,7 +1,7 @@
 """The exact all-capacity LRU curve beside libCacheSim's LRU run at 50 capacities, in one run.
 
 One seeded trace (``bench/zipf_trace.py``: 2,000,000 requests, Zipf 0.9 over 100,000 objects of
-1..10,000 tokens). ``kvlab.mrc.lru_curve`` computes the hits at every capacity in one pass
+1..10,000 tokens). ``kvlab.curves.mrc.lru_curve`` computes the hits at every capacity in one pass
 (numba; compiled once and cached, the compile is timed apart); libCacheSim's C ``process_trace``
 runs once per capacity, at 50 capacities from 2% to 100% of the distinct size. Both must agree
 on the hits at all 50. Target: the exact curve in less time than the 50 C runs. Needs the bench
@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 from lru_speed import libcachesim_hits  # noqa: E402
 from zipf_trace import distinct_size, write_oracle_general, zipf_trace  # noqa: E402
 
-from kvlab.mrc import lru_curve  # noqa: E402
+from kvlab.curves.mrc import lru_curve  # noqa: E402
 
 
 def main(argv=None):

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvlab.replay import replay  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
-from kvlab.write_policies import WriteThrough  # noqa: E402
+from kvlab.cache.write_policies import WriteThrough  # noqa: E402
 
 DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 BLOCK = 512

@@ -1,43 +1,208 @@
-"""Deterministic, atomic output files for the pipeline: a reader never sees a partial file."""
+"""Reading inputs within limits and writing outputs whole: a reader never sees a partial file, a bad input
+never costs more than its limit, and every error is one line that names the file (and line).
 
+Inputs: a path, ``-`` for standard input, or a ``.gz`` file (decompressed as it streams). Outputs: written to
+temporary files beside their targets and renamed over them only when all are complete, with the mode the umask
+gives (not ``mkstemp``'s 0600).
+"""
+
+import gzip
 import json
+import math
 import os
+import sys
 import tempfile
 
-from kvlab.summarize import write_atomically
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_LINE_BYTES",
+    "InputError",
+    "csv_text",
+    "dump_json",
+    "finite",
+    "lines",
+    "open_input",
+    "read_bytes",
+    "read_json",
+    "shown",
+    "write_atomically",
+    "write_json",
+    "write_together",
+]
 
-__all__ = ["dump_json", "write_atomically", "write_json", "write_together"]
+# Limits that real inputs stay far below (a Mooncake or Bailian trace line is a few hundred kB at most; a
+# 10M-request trace is a few GB and is streamed line by line, never read whole).
+MAX_LINE_BYTES = 64 * 2**20
+MAX_FILE_BYTES = 512 * 2**20  # a file read whole: a JSON document, a CSV table, a model config
+
+
+class InputError(ValueError):
+    """A bad input file; the message is the whole one-line explanation, naming the file (and line)."""
+
+
+def open_input(path):
+    """A binary stream of ``path``: ``-`` is standard input, ``*.gz`` is decompressed as it is read."""
+    if path == "-":
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    try:
+        if str(path).endswith(".gz"):
+            return gzip.open(path, "rb")
+        return open(path, "rb")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror}") from None
+
+
+def lines(path):
+    """Yield ``(number, raw line)`` of ``path`` (1-based); a line longer than :data:`MAX_LINE_BYTES`, an
+    unreadable or a corrupt compressed file is an InputError naming ``path:line``."""
+    with open_input(path) as handle:
+        number = 0
+        while True:
+            number += 1
+            try:
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+            except (OSError, EOFError, gzip.BadGzipFile) as error:
+                reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+                raise InputError(f"{path}:{number}: cannot read: {reason}") from None
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"{path}:{number}: line longer than {MAX_LINE_BYTES} bytes")
+            yield number, raw
+
+
+def read_bytes(path, limit=MAX_FILE_BYTES):
+    """The whole of ``path`` (at most ``limit`` bytes, else an InputError)."""
+    with open_input(path) as handle:
+        try:
+            data = handle.read(limit + 1)
+        except (OSError, EOFError, gzip.BadGzipFile) as error:
+            reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+            raise InputError(f"{path}: cannot read: {reason}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: larger than {limit} bytes")
+    return data
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{shown(text)} is beyond the float range")
+    return value
+
+
+def parse_json(data, where):
+    """One JSON document from bytes; InputError naming ``where`` if it is not strict JSON (no NaN, no
+    Infinity), is nested deeper than Python's recursion allows, or holds an integer too long to convert."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not UTF-8 text") from None
+    except RecursionError:
+        raise InputError(f"{where}: malformed JSON (nested too deeply)") from None
+    except ValueError as error:  # JSONDecodeError, NaN/Infinity, an integer too long to convert
+        raise InputError(f"{where}: malformed JSON ({getattr(error, 'msg', error)})") from None
+
+
+def read_json(path, limit=MAX_FILE_BYTES):
+    """The JSON document in ``path``; InputError naming the file on any problem."""
+    return parse_json(read_bytes(path, limit), path)
+
+
+def shown(value, limit=40):
+    """``repr(value)``, cut to ``limit`` characters: a message stays one short line whatever the input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'"
+
+
+def finite(value):
+    """True when every number in ``value`` (nested lists, tuples and dicts) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(finite(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(finite(item) for item in value)
+    return True
 
 
 def dump_json(document):
-    """The one JSON layout of every artifact: indent 2, insertion key order, trailing newline."""
-    return json.dumps(document, indent=2) + "\n"
+    """The one JSON layout of every artifact: indent 2, insertion key order, trailing newline, strict (a
+    non-finite number is a ValueError, never ``NaN`` in a file)."""
+    try:
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+    except ValueError:
+        raise ValueError("a result is not a finite number (an input too large?)") from None
 
 
-def write_json(path, document):
-    """Write ``document`` to ``path`` atomically in the artifact layout."""
-    write_atomically(path, dump_json(document))
+def csv_text(rows, columns):
+    """Rows (dicts) as CSV text with ``columns`` in order; a non-finite number is a ValueError."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        if not finite(row):
+            raise ValueError("a result is not a finite number (an input too large?)")
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def _mode():
+    """The mode a new file gets under the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_together(texts):
-    """Write ``{path: text}`` so that either every file is replaced or none is: all go to temporary files
-    first. An OSError names the file it failed on (``error.filename``)."""
+    """Write ``{path: text or bytes}`` so that either every file is replaced or none is: all go to temporary
+    files first, then are renamed. An OSError names the file it failed on (``error.filename``)."""
     written = []
+    mode = _mode()
+    path = None
     try:
         for path, text in texts.items():
             fd, temporary = tempfile.mkstemp(
                 dir=os.path.dirname(os.path.abspath(path)), prefix=".kvlab-", suffix=".tmp"
             )
             written.append((temporary, path))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            binary = isinstance(text, bytes)
+            with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": "\n"})) as handle:
                 handle.write(text)
+            os.chmod(temporary, mode)
+        for temporary, target in written:
+            if os.path.isdir(target):
+                raise IsADirectoryError(21, "Is a directory", target)
     except OSError as error:
-        for temporary, _ in written:
-            os.unlink(temporary)
-        raise OSError(error.errno, error.strerror, path) from None
+        _discard(written)
+        raise OSError(error.errno, error.strerror, error.filename if error.filename in texts else path) from None
     except BaseException:
-        for temporary, _ in written:
-            os.unlink(temporary)
+        _discard(written)
         raise
-    for temporary, path in written:
-        os.replace(temporary, path)
+    for temporary, target in written:
+        os.replace(temporary, target)
+
+
+def _discard(written):
+    for temporary, _ in written:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
+def write_atomically(path, text):
+    """Write ``text`` (or bytes) to ``path`` through a temporary file, so ``path`` is never partial."""
+    write_together({path: text})
+
+
+def write_json(path, document):
+    """Write ``document`` to ``path`` atomically in the artifact layout."""
+    write_atomically(path, dump_json(document))

@@ -147,5 +147,5 @@ class SelectiveCache(TwoTierCache):
         return "miss"
 
 
-# The write policies by name: how the CPU tier is filled (kvlab/write_policies.py does it per block).
+# The write policies by name: how the CPU tier is filled (kvlab/cache/write_policies.py does it per block).
 TWO_TIER_CACHES = {"write-through": TwoTierCache, "write-back": WriteBackCache, "selective": SelectiveCache}

@@ -4,21 +4,71 @@ that the JSON schema (schemas/config.schema.yaml) cannot express.
 Kept out of the ``.smk`` files so that it is tested on its own; the rules only call it.
 """
 
+import ast
 import shlex
+from functools import cache
 from itertools import product
 from pathlib import Path
 
-from kvlab.eviction import EVICTION_POLICIES
-from kvlab.model_size import ModelConfigError, read_model_config
-from kvlab.replay import CACHE_POLICY as REPLAY_CACHE  # cache settings a workload may override
+from kvlab.cache.eviction import EVICTION_POLICIES
+from kvlab.cache.write_policies import CACHE_SETTINGS as REPLAY_CACHE  # cache settings a workload may override
+from kvlab.cache.write_policies import LMCACHE_SWITCHES, make_cache
+from kvlab.sizing.model_size import ModelConfigError, read_model_config
 from kvlab.workloads import MOONCAKE_BLOCK_TOKENS
-from kvlab.write_policies import LMCACHE_SWITCHES, make_cache
 
 SETTINGS = ("gpu", "cpu", "docs", "tokens", "write_policy")
 EQUAL_SIZED = tuple(name for name, policy in EVICTION_POLICIES.items() if policy.equal_sizes)  # need drop
 POLICY_CLIFF = "results/policies/cpu_cliff.json"
 RESERVED = frozenset({"measured", "ttft"})
 EXAMPLE_MEASUREMENT = "results/example/ttft.synthetic.jsonl"
+
+
+def module_file(module, root="."):
+    """The source file of a ``kvlab`` module (a package's ``__init__.py``), relative to ``root``."""
+    path = Path(*module.split("."))
+    return str(path / "__init__.py") if (Path(root) / path).is_dir() else str(path.with_suffix(".py"))
+
+
+@cache
+def imported(module, root="."):
+    """The ``kvlab`` modules ``module`` imports, anywhere in its code (a command imports its domain lazily)."""
+    source = Path(root) / module_file(module, root)
+    package = module if source.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}  # `from kvlab import files`
+    return {name for name in found if is_module(name, root)}
+
+
+def is_module(name, root="."):
+    """Whether ``name`` is a module or package of kvlab (not a function or constant imported from one)."""
+    path = Path(root, *name.split("."))
+    return name.split(".")[0] == "kvlab" and (path.with_suffix(".py").is_file() or path.is_dir())
+
+
+def command_code(command, root="."):
+    """Every ``kvlab`` source file a ``python -m kvlab COMMAND`` job runs: derived from the imports, so that
+    editing one reruns exactly the jobs that import it."""
+    from kvlab.cli import COMMANDS
+
+    seen, todo = set(), ["kvlab", "kvlab.__main__", "kvlab.cli", f"kvlab.cli.{COMMANDS[command][0]}"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += imported(module, root) - seen
+            parent = module.rpartition(".")[0]  # importing a.b.c runs a/__init__ and a/b/__init__ first
+            if parent:
+                todo.append(parent)
+    return sorted(module_file(module, root) for module in seen)
 
 
 class ConfigError(ValueError):
@@ -162,7 +212,7 @@ def sweep_points(config, sweep):
 
 
 def example_measurement_args(config):
-    """Command line of kvlab/example_measurement.py from the ``example_measurement`` section."""
+    """Command line of kvlab/measure/example.py from the ``example_measurement`` section."""
     spec = config["example_measurement"]
     args = [f"--config {name}:{rooms['gpu']},{rooms['cpu']}" for name, rooms in spec["configs"].items()]
     args += [f"--pass {name}:{order}" for name, order in spec["passes"].items()]
@@ -243,7 +293,7 @@ def cache_args(config, workload, keys):
 
 
 def policy_cliff_args(config):
-    """kvlab/policy_grid.py cliff's command line: the lab sweep named by ``policies.cpu_cliff``, on its grid."""
+    """kvlab/policies.py cliff's command line: the lab sweep named by ``policies.cpu_cliff``, on its grid."""
     spec = config["policies"]["cpu_cliff"]
     sweep = config["sweeps"][spec["sweep"]]
     lab = {**config["scenario"], **sweep["fixed"]}
@@ -266,7 +316,7 @@ def policy_table_path(workload):
 
 
 def policy_table_args(config, workload):
-    """kvlab/policy_grid.py table's command line for one replay workload."""
+    """kvlab/policies.py table's command line for one replay workload."""
     policies = config["policies"]
     rooms = policies["tables"]["rooms"]
     return " ".join(
@@ -297,7 +347,7 @@ def mrc_targets(config):
 
 
 def mrc_args(config, workload, block, gpu=None):
-    """kvlab/mrc.py's command line for one curve."""
+    """kvlab/curves/mrc.py's command line for one curve."""
     args = [workload_args(config, workload), f"--block-tokens {int(block)}"]
     args.append(cache_args(config, workload, ("partial_blocks", "eviction_order")))
     if gpu is not None:
@@ -315,7 +365,7 @@ PLAN_FLAGS = ("tp", "chunk_tokens", "gpu_tokens", "gpu_gb", "cpu_gb", "write_pol
 
 
 def plan_args(config, name, flags=PLAN_FLAGS):
-    """kvlab/plan.py's command line for one plan: its workload's settings and block rules, then its own."""
+    """kvlab/sizing/plan.py's command line for one plan: its workload's settings and block rules, then its own."""
     spec = config["plans"][name]
     workload = spec["workload"]
     args = [workload_args(config, workload), cache_args(config, workload, ("partial_blocks", "eviction_order"))]
@@ -335,7 +385,7 @@ MEASUREMENT = "results/ttft.jsonl"
 
 
 def ttft_fit_args(config):
-    """kvlab/ttft.py fit's setting: documents, each config's rooms, each pass's order."""
+    """kvlab/latency/ttft.py fit's setting: documents, each config's rooms, each pass's order."""
     setting = config["ttft"]["setting"]
     args = [f"--docs {setting['docs']}", f"--tokens {setting['tokens']}"]
     for name, rooms in setting["configs"].items():
@@ -349,7 +399,7 @@ def ttft_sweep_path(sweep):
 
 
 def ttft_sweep_args(config, sweep):
-    """kvlab/ttft.py sweep's command line for one lab sweep: its documents, passes, fixed room and grid."""
+    """kvlab/latency/ttft.py sweep's command line for one lab sweep: its documents, passes, fixed room and grid."""
     spec = config["sweeps"][sweep]
     lab = {**config["scenario"], **spec["fixed"]}
     args = [f"--docs {lab['docs']}", f"--tokens {lab['tokens']}", "--passes " + ",".join(spec["passes"])]
@@ -363,7 +413,7 @@ def ttft_budgets_path(plan):
 
 
 def ttft_budgets_args(config):
-    """kvlab/ttft.py budgets' command line: the plan's setting (not its one budget) and the budgets."""
+    """kvlab/latency/ttft.py budgets' command line: the plan's setting (not its one budget) and the budgets."""
     budgets = config["ttft"]["budgets"]
     flags = tuple(flag for flag in PLAN_FLAGS if flag not in ("cpu_gb", "target_hit_ratio"))
     return plan_args(config, budgets["plan"], flags) + " --cpu-gb-grid " + ",".join(map(str, budgets["cpu_gb"]))
@@ -382,7 +432,7 @@ def plot_path(name):
 
 
 def plot_inputs(config):
-    """Each plot's input artifacts, in the order kvlab/plots.py takes them (a plot whose inputs are not
+    """Each plot's input artifacts, in the order kvlab/report/plots.py takes them (a plot whose inputs are not
     configured is left out)."""
     plots, mrc = config["plots"], config["mrc"]
     inputs = {

@@ -19,6 +19,7 @@ else:
     from kvsim import TWO_TIER_CACHES
 
 ORDERS = ("fwd", "rev")
+MAX_READS = 10**8  # documents read over all passes: more is refused, not left to run for hours
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -55,9 +56,9 @@ def pass_list(text):
     return orders
 
 
-def build_parser():
+def build_parser(prog="scenario.py"):
     parser = OneLineParser(
-        prog="scenario.py",
+        prog=prog,
         description="Read documents in passes through a GPU (+ optional CPU) LRU cache; print one JSON document.",
     )
     parser.add_argument("--gpu", type=non_negative_int, default=21520, help="GPU room in tokens (default 21520)")
@@ -106,10 +107,23 @@ def run(gpu, cpu, docs, tokens, passes, write_policy="write-through"):
     return {"passes": results}
 
 
+def parse(argv=None, prog="scenario.py"):
+    """The parsed arguments; a setting that would read more than MAX_READS documents is a usage error."""
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    if args.docs * len(args.passes) > MAX_READS:
+        parser.error(f"--docs {args.docs} x {len(args.passes)} passes reads more than {MAX_READS} documents")
+    return args
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     result = run(args.gpu, args.cpu, args.docs, args.tokens, args.passes, args.write_policy)
-    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    try:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.flush()
+    except (OSError, AttributeError):  # standard output closed or full: nothing more to say
+        return 1
     return 0
 
 

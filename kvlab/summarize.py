@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 
+MAX_LINE_BYTES = 64 * 2**20  # a line longer than this is refused, not read into memory
 CONFIGS = ("baseline", "lmcache")
 FIELDS = ("config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms")
 PROG = "summarize.py"
@@ -46,8 +47,18 @@ def read_records(path):
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while True:
+            number += 1
             where = f"{path}:{number}"
+            try:
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+            except OSError as error:
+                raise InputError(f"{where}: cannot read: {error.strerror}") from None
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"{where}: line longer than {MAX_LINE_BYTES} bytes")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -55,8 +66,10 @@ def read_records(path):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except ValueError as error:  # JSONDecodeError, or an integer too long to convert
+                record = json.loads(line, parse_constant=not_a_number)
+            except RecursionError:
+                raise InputError(f"{where}: malformed JSON (nested too deeply)") from None
+            except ValueError as error:  # JSONDecodeError, NaN/Infinity, or an integer too long to convert
                 raise InputError(f"{where}: malformed JSON ({getattr(error, 'msg', error)})") from None
             if not isinstance(record, dict):
                 raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
@@ -72,6 +85,11 @@ def read_records(path):
             if not is_finite_non_negative(ttft):
                 raise InputError(f"{where}: ttft_ms must be a finite number >= 0, got {ttft!r}")
             yield where, record
+
+
+def not_a_number(name):
+    """json's hook for NaN and Infinity: strict JSON has neither."""
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def is_finite_non_negative(number):
@@ -127,6 +145,8 @@ def write_atomically(path, text):
     partial."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".summarize-", suffix=".tmp")
+    mask = os.umask(0)  # the mode any new file gets, not mkstemp's 0600
+    os.umask(mask)
     try:
         if isinstance(text, bytes):
             handle = os.fdopen(fd, "wb")
@@ -134,6 +154,7 @@ def write_atomically(path, text):
             handle = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         with handle:
             handle.write(text)
+        os.chmod(temporary, 0o666 & ~mask)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
@@ -148,14 +169,16 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line}\n")
 
 
-def main(argv=None):
-    parser = OneLineParser(prog=PROG, description="Summarize a per-request TTFT measurement (JSONL) into JSON.")
+def main(argv=None, prog=PROG):
+    parser = OneLineParser(prog=prog, description="Summarize a per-request TTFT measurement (JSONL) into JSON.")
     parser.add_argument("source", metavar="IN.jsonl", help="the measurement, one JSON object per line")
     parser.add_argument("target", metavar="OUT.json", help="the summary; written only when IN is valid")
     args = parser.parse_args(argv)
     source, target = args.source, args.target
 
     warnings = []  # shown only when the summary is written, so an error stays the one line on stderr
+    if os.path.exists(target) and os.path.exists(source) and os.path.samefile(source, target):
+        parser.error(f"{target} is both the input and the output")
     try:
         summary = summarize(read_samples(source), warnings.append)
         if not os.path.isdir(os.path.dirname(os.path.abspath(target))):
@@ -166,12 +189,12 @@ def main(argv=None):
             raise InputError(f"{source}: a statistic or ratio overflows (ttft_ms values too large)") from None
         write_atomically(target, text)
     except InputError as error:
-        sys.stderr.write(f"{PROG}: error: {error}\n")
+        sys.stderr.write(f"{prog}: error: {error}\n")
         return 1
     except OSError as error:
-        sys.stderr.write(f"{PROG}: error: {target}: cannot write: {error.strerror}\n")
+        sys.stderr.write(f"{prog}: error: {target}: cannot write: {error.strerror}\n")
         return 1
-    sys.stderr.writelines(f"{PROG}: warning: {message}\n" for message in warnings)
+    sys.stderr.writelines(f"{prog}: warning: {message}\n" for message in warnings)
     return 0
 
 

@@ -10,19 +10,22 @@ A new source is one :class:`Workload` subclass (its options, its rounds, its ``r
 line in :data:`WORKLOADS`.
 """
 
-import json
 import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["WORKLOADS", "Option", "Request", "Workload", "WorkloadError", "repeat_documents"]
+from kvlab.files import lines, parse_json, shown
+
+__all__ = ["MAX_ACCESSES", "MAX_WHOLE", "WORKLOADS", "Option", "Request", "Workload", "WorkloadError", "repeat_documents"]
 
 MOONCAKE_BLOCK_TOKENS = 512
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 REPEAT_MODES = ("tile", "interleave", "random")
 ORDERS = ("fwd", "rev")
+MAX_WHOLE = 2**53  # any count of tokens, blocks or documents: exact as a float and in int64 sums
+MAX_ACCESSES = 10**8  # block accesses of a generated workload (a trace has no such limit: it is streamed)
 
 
 class WorkloadError(ValueError):
@@ -63,13 +66,15 @@ def as_int(value):
     return None
 
 
-def whole_number(minimum):
-    """A converter to an int >= ``minimum`` (an argparse type and a settings check at once)."""
+def whole_number(minimum, maximum=MAX_WHOLE):
+    """A converter to an int from ``minimum`` to ``maximum`` (an argparse type and a settings check at once)."""
 
     def convert(value):
         number = as_int(value)
         if number is None or number < minimum:
-            raise ValueError(f"expected a whole number >= {minimum}, got {value!r}")
+            raise ValueError(f"expected a whole number >= {minimum}, got {shown(value)}")
+        if number > maximum:
+            raise ValueError(f"expected a whole number <= {maximum}, got {shown(value)}")
         return number
 
     convert.__name__ = f"whole number >= {minimum}"
@@ -78,8 +83,8 @@ def whole_number(minimum):
 
 def any_int(value):
     number = as_int(value)
-    if number is None:
-        raise ValueError(f"expected a whole number, got {value!r}")
+    if number is None or abs(number) > MAX_WHOLE:
+        raise ValueError(f"expected a whole number from -{MAX_WHOLE} to {MAX_WHOLE}, got {shown(value)}")
     return number
 
 
@@ -88,7 +93,7 @@ def pass_list(text):
     orders = text.split(",") if isinstance(text, str) else list(text)
     bad = [order for order in orders if order not in ORDERS]
     if bad or not orders:
-        raise ValueError(f"expected a comma-separated list of fwd/rev, got {text!r}")
+        raise ValueError(f"expected a comma-separated list of fwd/rev, got {shown(text)}")
     return orders
 
 
@@ -141,6 +146,15 @@ class DocumentWorkload(Workload):
 
     label_name = "document"
 
+    def check_size(self, documents, tokens):
+        """WorkloadError when the workload would make more than :data:`MAX_ACCESSES` block accesses."""
+        accesses = len(self) * math.ceil(tokens / self.block_tokens)
+        if accesses > MAX_ACCESSES or documents > MAX_ACCESSES:
+            raise WorkloadError(
+                f"workload {self.name} would make {accesses} block accesses; at most {MAX_ACCESSES} are generated"
+                " (replay a trace for more)"
+            )
+
     def document_chains(self, documents, tokens):
         """Each document's block keys; every request of a document shares its one list (read-only)."""
         blocks = math.ceil(tokens / self.block_tokens)
@@ -162,6 +176,10 @@ class LabWorkload(DocumentWorkload):
         Option("tokens", whole_number(1), 5011, "tokens per document (default 5011)"),
         Option("passes", pass_list, "fwd,fwd,rev", "comma-separated fwd/rev passes (default fwd,fwd,rev)"),
     )
+
+    def __init__(self, block_tokens=None, **settings):
+        super().__init__(block_tokens, **settings)
+        self.check_size(self.docs, self.tokens)
 
     @property
     def rounds(self):
@@ -216,6 +234,10 @@ class LongDocQAWorkload(DocumentWorkload):
         Option("shuffle_seed", any_int, 0, "seed of the random mode (default 0)"),
     )
 
+    def __init__(self, block_tokens=None, **settings):
+        super().__init__(block_tokens, **settings)
+        self.check_size(self.num_documents, self.document_length)
+
     def orders(self):
         documents = range(self.num_documents)
         query = repeat_documents(documents, self.repeat_count, self.repeat_mode, self.shuffle_seed)
@@ -239,7 +261,7 @@ class MooncakeWorkload(Workload):
     rounds = ["trace"]
     label_name = "timestamp"
     default_block_tokens = MOONCAKE_BLOCK_TOKENS
-    options = (Option("trace", str, None, "the trace file (JSONL)"),)
+    options = (Option("trace", str, None, "the trace file (JSONL, .jsonl.gz, or - for standard input)"),)
 
     def __init__(self, block_tokens=None, **settings):
         super().__init__(block_tokens, **settings)
@@ -254,13 +276,9 @@ class MooncakeWorkload(Workload):
         return {"source": self.name, "trace": Path(self.trace).name}  # no absolute path in an artifact
 
     def requests(self):
-        try:
-            handle = open(self.trace, "rb")
-        except OSError as error:
-            raise WorkloadError(f"{self.trace}: cannot read: {error.strerror}") from None
         group = self.group
-        with handle:
-            for number, raw in enumerate(handle, start=1):
+        try:
+            for number, raw in lines(self.trace):
                 if raw.isspace():
                     continue
                 timestamp, tokens, ids = parse_mooncake_line(raw, f"{self.trace}:{number}")
@@ -270,18 +288,16 @@ class MooncakeWorkload(Workload):
                         keys.append(ids[-1])
                     ids = keys
                 yield Request(0, timestamp, ids, tokens)
+        except ValueError as error:  # InputError: unreadable, a line too long
+            raise WorkloadError(str(error)) from None
 
 
 def parse_mooncake_line(raw, where):
     """``(timestamp, input_length, hash_ids)`` of one trace line; WorkloadError naming ``where`` if malformed."""
     try:
-        record = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise WorkloadError(f"{where}: not UTF-8 text") from None
-    except ValueError as error:  # JSONDecodeError, or an integer too long to convert
-        raise WorkloadError(f"{where}: malformed JSON ({getattr(error, 'msg', error)})") from None
-    except RecursionError:
-        raise WorkloadError(f"{where}: malformed JSON (nested too deeply)") from None
+        record = parse_json(raw, where)
+    except ValueError as error:
+        raise WorkloadError(str(error)) from None
     if type(record) is not dict:
         raise WorkloadError(f"{where}: expected a JSON object, got {type(record).__name__}")
     missing = [field for field in MOONCAKE_FIELDS if field not in record]
@@ -289,10 +305,10 @@ def parse_mooncake_line(raw, where):
         raise WorkloadError(f"{where}: missing field(s): {', '.join(missing)}")
     timestamp = record["timestamp"]
     if type(timestamp) not in (int, float) or not finite_non_negative(timestamp):
-        raise WorkloadError(f"{where}: timestamp must be a finite number >= 0, got {timestamp!r}")
+        raise WorkloadError(f"{where}: timestamp must be a finite number >= 0, got {shown(timestamp)}")
     for field in ("input_length", "output_length"):
-        if type(record[field]) is not int or record[field] < 0:
-            raise WorkloadError(f"{where}: {field} must be a whole number >= 0, got {record[field]!r}")
+        if type(record[field]) is not int or not 0 <= record[field] <= MAX_WHOLE:
+            raise WorkloadError(f"{where}: {field} must be a whole number from 0 to {MAX_WHOLE}, got {shown(record[field])}")
     ids = record["hash_ids"]
     if type(ids) is not list or not all(type(block) is int for block in ids):
         raise WorkloadError(f"{where}: hash_ids must be a list of whole numbers")

@@ -1,14 +1,12 @@
 # Helpers that turn config.yaml into targets and command lines (the logic is kvlab/pipeline.py).
-# The config is validated against the schema here, before any job runs.
+# The config is validated here, before any job runs (`make run` checks the file itself first: `kvlab config`).
 import os
 import sys
-from pathlib import Path
-
-from snakemake.utils import validate
 
 from kvlab import pipeline
+from kvlab.config import validate
 
-validate(config, "../schemas/config.schema.yaml")
+validate(config)
 pipeline.check_config(config)
 
 # `python` in a rule is the interpreter that runs Snakemake (the project's .venv), whatever
@@ -32,24 +30,11 @@ def sweep_record(wildcards):
     return config["sweeps"][wildcards.sweep]["record"]
 
 
-# The cache and the sources every replay runs (a change reruns the replays).
-REPLAY_CODE = [
-    "kvlab/prefix_cache.py",
-    "kvlab/write_policies.py",
-    *sorted(str(path) for path in Path("kvlab/eviction").glob("*.py")),
-    "kvlab/workloads.py",
-    "kvlab/kvsim.py",
-]
-POLICY_CODE = ["kvlab/replay.py", *REPLAY_CODE]
-CURVE_CODE = ["kvlab/stack_distance.py", *POLICY_CODE]
-PLAN_CODE = ["kvlab/mrc.py", "kvlab/model_size.py", *CURVE_CODE]
-TTFT_CODE = [
-    "kvlab/latency.py",
-    "kvlab/plan.py",
-    "kvlab/policy_grid.py",
-    "kvlab/summarize.py",
-    *PLAN_CODE,
-]
+def code(command):
+    """The kvlab source files a `python -m kvlab COMMAND` job runs, derived from the imports."""
+    return pipeline.command_code(command)
+
+
 PLOT_INPUTS = pipeline.plot_inputs(config)
 
 
@@ -62,11 +47,11 @@ def with_trace(inputs, workload):
 
 
 def replay_inputs(wildcards):
-    return with_trace({"script": "kvlab/replay.py", "code": REPLAY_CODE}, wildcards.workload)
+    return with_trace({"code": code("replay")}, wildcards.workload)
 
 
 def policy_table_inputs(wildcards):
-    return with_trace({"script": "kvlab/policy_grid.py", "code": POLICY_CODE}, wildcards.workload)
+    return with_trace({"code": code("policies")}, wildcards.workload)
 
 
 def policy_table_args(wildcards):
@@ -84,7 +69,7 @@ def replay_points(wildcards):
 
 
 def mrc_inputs(wildcards):
-    return with_trace({"script": "kvlab/mrc.py", "code": CURVE_CODE}, wildcards.workload)
+    return with_trace({"code": code("mrc")}, wildcards.workload)
 
 
 def mrc_args(wildcards):
@@ -93,11 +78,7 @@ def mrc_args(wildcards):
 
 def plan_inputs(wildcards):
     workload = config["plans"][wildcards.plan]["workload"]
-    inputs = {
-        "script": "kvlab/plan.py",
-        "code": PLAN_CODE,
-        "model": pipeline.plan_model(config, wildcards.plan),
-    }
+    inputs = {"code": code("plan"), "model": pipeline.plan_model(config, wildcards.plan)}
     return with_trace(inputs, workload)
 
 
@@ -110,7 +91,7 @@ def ttft_sweep_args(wildcards):
 
 
 def ttft_budgets_inputs(wildcards):
-    inputs = {"script": "kvlab/ttft.py", "code": TTFT_CODE, "model": pipeline.TTFT_MODEL}
+    inputs = {"code": code("ttft"), "model": pipeline.TTFT_MODEL}
     inputs["model_config"] = pipeline.plan_model(config, wildcards.plan)
     return with_trace(inputs, config["plans"][wildcards.plan]["workload"])
 

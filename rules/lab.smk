@@ -3,8 +3,7 @@
 
 rule lab_run:
     input:
-        script="kvlab/scenario.py",
-        simulator="kvlab/kvsim.py",
+        code=code("scenario"),
     output:
         report("results/{run}.json", caption="../report/lab_run.rst", category="1. The lab"),
     log:
@@ -14,13 +13,12 @@ rule lab_run:
     params:
         args=run_args,
     shell:
-        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+        "python -m kvlab scenario {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule sweep_point:
     input:
-        script="kvlab/scenario.py",
-        simulator="kvlab/kvsim.py",
+        code=code("scenario"),
     output:
         pipeline.sweep_point_path("{sweep}", "{value}"),
     log:
@@ -31,13 +29,13 @@ rule sweep_point:
     params:
         args=sweep_point_args,
     shell:
-        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+        "python -m kvlab scenario {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule sweep_collect:
     input:
         points=sweep_points,
-        code="kvlab/collect_sweep.py",
+        code=code("collect"),
     output:
         report("results/{sweep}.json", caption="../report/sweep.rst", category="1. The lab"),
     log:
@@ -47,5 +45,5 @@ rule sweep_collect:
     params:
         record=sweep_record,
     shell:
-        "python -m kvlab.collect_sweep --pass {params.record[pass]} --value {params.record[value]}"
+        "python -m kvlab collect --pass {params.record[pass]} --value {params.record[value]}"
         " --out {output:q} {input.points:q} 2> {log:q}"

@@ -3,8 +3,7 @@
 
 rule example_measurement:
     input:
-        code="kvlab/example_measurement.py",
-        simulator="kvlab/kvsim.py",
+        code=code("example-measurement"),
     output:
         pipeline.EXAMPLE_MEASUREMENT,
     log:
@@ -12,7 +11,7 @@ rule example_measurement:
     params:
         args=pipeline.example_measurement_args(config),
     shell:
-        "python -m kvlab.example_measurement {params.args} --out {output:q} 2> {log:q}"
+        "python -m kvlab example-measurement {params.args} --out {output:q} 2> {log:q}"
 
 
 rule measurement_copy:
@@ -28,11 +27,11 @@ rule measurement_copy:
 
 rule measured:
     input:
-        script="kvlab/summarize.py",
+        code=code("summarize"),
         measurement="results/ttft.jsonl",
     output:
         report("results/measured.json", caption="../report/measured.rst", category="1. The lab"),
     log:
         "logs/measured.log",
     shell:
-        "python {input.script:q} {input.measurement:q} {output:q} 2> {log:q}"
+        "python -m kvlab summarize {input.measurement:q} {output:q} 2> {log:q}"

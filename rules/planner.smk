@@ -1,5 +1,5 @@
-# The capacity planner: exact LRU curves of the replay workloads (kvlab/mrc.py), every room at
-# once, with their cliffs; and CPU offload budgets for a workload and a model (kvlab/plan.py).
+# The capacity planner: exact LRU curves of the replay workloads (kvlab/curves/mrc.py), every room at
+# once, with their cliffs; and CPU offload budgets for a workload and a model (kvlab/sizing/plan.py).
 
 
 rule mrc_gpu:
@@ -16,7 +16,7 @@ rule mrc_gpu:
     params:
         args=mrc_args,
     shell:
-        "python {input.script:q} {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
+        "python -m kvlab mrc {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
         " && mv {output.cliffs:q}.tmp {output.cliffs:q}"
 
 
@@ -35,7 +35,7 @@ rule mrc_cpu:
     params:
         args=mrc_args,
     shell:
-        "python {input.script:q} {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
+        "python -m kvlab mrc {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
         " && mv {output.cliffs:q}.tmp {output.cliffs:q}"
 
 
@@ -55,4 +55,4 @@ rule plan:
     params:
         args=plan_args,
     shell:
-        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+        "python -m kvlab plan {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"

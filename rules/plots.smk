@@ -1,10 +1,10 @@
-# The figures of results/plots/ (kvlab/plots.py), each drawn from committed artifacts; with
+# The figures of results/plots/ (kvlab/report/plots.py), each drawn from committed artifacts; with
 # their captions, the report of `make report`.
 
 
 rule plot:
     input:
-        script="kvlab/plots.py",
+        code=code("plots"),
         artifacts=plot_artifacts,
     output:
         report(
@@ -18,4 +18,4 @@ rule plot:
     wildcard_constraints:
         plot=pipeline.name_pattern(PLOT_INPUTS),
     shell:
-        "python {input.script:q} {wildcards.plot} --out {output:q} {input.artifacts:q} 2> {log:q}"
+        "python -m kvlab plots {wildcards.plot} --out {output:q} {input.artifacts:q} 2> {log:q}"

@@ -1,11 +1,10 @@
-# The offload designs side by side (kvlab/policy_grid.py): the lab's CPU cliff per write policy,
+# The offload designs side by side (kvlab/policies.py): the lab's CPU cliff per write policy,
 # and one table of token hit ratios per write x eviction policy for each configured workload.
 
 
 rule policy_cliff:
     input:
-        script="kvlab/policy_grid.py",
-        code=POLICY_CODE,
+        code=code("policies"),
     output:
         report(
             pipeline.POLICY_CLIFF,
@@ -17,7 +16,7 @@ rule policy_cliff:
     params:
         args=pipeline.policy_cliff_args(config),
     shell:
-        "python {input.script:q} cliff {params.args} --out {output:q} 2> {log:q}"
+        "python -m kvlab policies cliff {params.args} --out {output:q} 2> {log:q}"
 
 
 rule policy_table:
@@ -32,4 +31,4 @@ rule policy_table:
     params:
         args=policy_table_args,
     shell:
-        "python {input.script:q} table {params.args} --out {output:q} 2> {log:q}"
+        "python -m kvlab policies table {params.args} --out {output:q} 2> {log:q}"

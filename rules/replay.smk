@@ -17,13 +17,13 @@ rule replay_point:
     params:
         args=replay_args,
     shell:
-        "python {input.script:q} {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+        "python -m kvlab replay {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule replay_table:
     input:
         points=replay_points,
-        code="kvlab/replay_table.py",
+        code=code("replay-table"),
     output:
         pipeline.replay_table_path("{workload}"),
     log:
@@ -31,4 +31,4 @@ rule replay_table:
     wildcard_constraints:
         workload=pipeline.name_pattern(config["replay"]["workloads"]),
     shell:
-        "python -m kvlab.replay_table --out {output:q} {input.points:q} 2> {log:q}"
+        "python -m kvlab replay-table --out {output:q} {input.points:q} 2> {log:q}"

@@ -1,11 +1,10 @@
-# From hits to time (kvlab/ttft.py): the TTFT model fitted to the measurement, predicted vs
+# From hits to time (kvlab/latency/ttft.py): the TTFT model fitted to the measurement, predicted vs
 # measured, and its predictions across lab sweeps and a plan's CPU budgets.
 
 
 rule ttft_fit:
     input:
-        script="kvlab/ttft.py",
-        code=TTFT_CODE,
+        code=code("ttft"),
         measurement=pipeline.MEASUREMENT,
     output:
         model=pipeline.TTFT_MODEL,
@@ -19,14 +18,13 @@ rule ttft_fit:
     params:
         args=pipeline.ttft_fit_args(config),
     shell:
-        "python {input.script:q} fit --measurement {input.measurement:q} {params.args}"
+        "python -m kvlab ttft fit --measurement {input.measurement:q} {params.args}"
         " --model {output.model:q} --table {output.table:q} 2> {log:q}"
 
 
 rule ttft_sweep:
     input:
-        script="kvlab/ttft.py",
-        code=TTFT_CODE,
+        code=code("ttft"),
         model=pipeline.TTFT_MODEL,
     output:
         pipeline.ttft_sweep_path("{sweep}"),
@@ -37,7 +35,7 @@ rule ttft_sweep:
     params:
         args=ttft_sweep_args,
     shell:
-        "python {input.script:q} sweep --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
+        "python -m kvlab ttft sweep --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
 
 
 rule ttft_budgets:
@@ -54,4 +52,4 @@ rule ttft_budgets:
     params:
         args=pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
     shell:
-        "python {input.script:q} budgets --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
+        "python -m kvlab ttft budgets --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"

@@ -1,5 +1,8 @@
 """Shared paths and helpers for the test suite."""
 
+import contextlib
+import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +24,24 @@ def load_config():
 def run_python(*args, cwd=ROOT, **kwargs):
     """Run ``python ARGS`` with this interpreter; capture text output."""
     return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, **kwargs)
+
+
+def kvlab(*args, cwd=None):
+    """Run ``kvlab ARGS`` in this process (as the console script would, without a Python start-up); return a
+    CompletedProcess with the exit code and the text written to stdout and stderr."""
+    from kvlab.cli import main
+
+    argv = [str(arg) for arg in args]
+    out, err = io.StringIO(), io.StringIO()
+    previous = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(["kvlab", *argv], code, out.getvalue(), err.getvalue())
 
 
 def tool(name, *args, cwd):

@@ -6,7 +6,7 @@ import pytest
 from conftest import run_python
 
 from kvlab import scenario
-from kvlab.collect_sweep import collect
+from kvlab.report.sweep import collect
 
 
 def write_point(folder, value, **settings):
@@ -50,7 +50,7 @@ def test_rejects_a_grid_value_twice(tmp_path):
 def test_cli_writes_the_artifact_layout(tmp_path):
     points = [write_point(tmp_path, v, gpu=v, cpu=0, docs=2, tokens=1, passes=["fwd", "fwd"]) for v in (2, 1)]
     out = tmp_path / "sweep.json"
-    done = run_python("-m", "kvlab.collect_sweep", "--pass", 2, "--value", "misses", "--out", out, *points)
+    done = run_python("-m", "kvlab.report.sweep", "--pass", 2, "--value", "misses", "--out", out, *points)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == b'{\n  "2": 0,\n  "1": 2\n}\n'
 
@@ -59,7 +59,7 @@ def test_cli_bad_point_is_one_line_and_no_output(tmp_path):
     bad = tmp_path / "5.json"
     bad.write_text("{}", encoding="utf-8")
     out = tmp_path / "sweep.json"
-    done = run_python("-m", "kvlab.collect_sweep", "--pass", 1, "--value", "hits", "--out", out, bad)
+    done = run_python("-m", "kvlab.report.sweep", "--pass", 1, "--value", "hits", "--out", out, bad)
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1 and "5.json" in done.stderr
     assert not out.exists()
@@ -72,7 +72,7 @@ def test_cli_bad_arguments_are_one_line(tmp_path, bad):
     if not bad:
         args.pop("--value")
     out = tmp_path / "sweep.json"
-    done = run_python("-m", "kvlab.collect_sweep", *[x for pair in args.items() for x in pair], "--out", out, point)
+    done = run_python("-m", "kvlab.report.sweep", *[x for pair in args.items() for x in pair], "--out", out, point)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "error" in done.stderr
     assert not out.exists()

@@ -1,4 +1,4 @@
-"""Tests of kvlab/eviction/ against independent brute-force models written here.
+"""Tests of kvlab/cache/eviction/ against independent brute-force models written here.
 
 The models are plain lists (no OrderedDict, no heap, nothing imported from the package), short
 enough to be checked by eye: lru/fifo/lfu as lists of entries, ARC straight from Fig. 4 of
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.eviction import EVICTION_POLICIES, EvictionPolicy
-from kvlab.eviction.opt import NEVER, Future
+from kvlab.cache.eviction import EVICTION_POLICIES, EvictionPolicy
+from kvlab.cache.eviction.opt import NEVER, Future
 from kvlab.kvsim import LRUCache
 
 NAMES = ["lru", "fifo", "lfu", "arc", "opt"]

@@ -6,7 +6,10 @@ import shlex
 import pytest
 from conftest import run_python
 
-from kvlab import example_measurement, pipeline, scenario, summarize
+from kvlab.measure import example as example_measurement
+from kvlab import pipeline
+from kvlab import scenario
+from kvlab import summarize
 
 LATENCY = {"gpu_hit": 30.0, "cpu_load": 48.6, "recompute": 576.0, "store_overhead": 30.0, "decode": 210.0}
 PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]
@@ -75,7 +78,7 @@ def test_cli_with_the_pipelines_arguments_is_deterministic(tmp_path, config):
     args = shlex.split(pipeline.example_measurement_args(config))
     outputs = []
     for name in ("a.jsonl", "b.jsonl"):
-        done = run_python("-m", "kvlab.example_measurement", *args, "--out", tmp_path / name)
+        done = run_python("-m", "kvlab.measure.example", *args, "--out", tmp_path / name)
         assert done.returncode == 0, done.stderr
         outputs.append((tmp_path / name).read_bytes())
     assert outputs[0] == outputs[1]
@@ -89,7 +92,7 @@ def test_cli_with_the_pipelines_arguments_is_deterministic(tmp_path, config):
 def test_cli_rejects_bad_arguments(tmp_path, config, bad):
     args = shlex.split(pipeline.example_measurement_args(config))
     out = tmp_path / "x.jsonl"
-    done = run_python("-m", "kvlab.example_measurement", *args, *bad, "--out", out)
+    done = run_python("-m", "kvlab.measure.example", *args, *bad, "--out", out)
     assert done.returncode == 2
     assert "error" in done.stderr and done.stderr.count("\n") == 1
     assert not out.exists()

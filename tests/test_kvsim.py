@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvlab.kvsim import TWO_TIER_CACHES, LRUCache, SelectiveCache, TwoTierCache, WriteBackCache
-from kvlab.write_policies import make_cache
+from kvlab.cache.write_policies import make_cache
 
 # --------------------------------------------------------------------------------------------
 # Independent brute-force model (no OrderedDict, no kvsim).
@@ -497,7 +497,7 @@ TIER_OF = {(1, 0): "gpu", (0, 1): "cpu", (0, 0): "miss"}
     accesses=st.lists(st.tuples(st.integers(0, 7), st.integers(1, 12)), max_size=60),
 )
 def test_each_write_policy_is_the_block_engine_with_one_block_per_document(policy, gpu, cpu, accesses):
-    """kvsim's document-level classes and kvlab/write_policies.py's per-block designs are written apart; with one
+    """kvsim's document-level classes and kvlab/cache/write_policies.py's per-block designs are written apart; with one
     (kept, partial) block per request they must agree on every result and on both tiers' contents in order."""
     sizes = {}
     document_level = TWO_TIER_CACHES[policy](gpu, cpu)

@@ -1,4 +1,4 @@
-"""kvlab/latency.py: the tier of each simulator answer, the per-tier fits (median, or least-squares line) and their
+"""kvlab/latency/model.py: the tier of each simulator answer, the per-tier fits (median, or least-squares line) and their
 residuals, whole-tier and mixed predictions, and the description round trip."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.latency import TIERS, LatencyModel, TierFit, tier_of
+from kvlab.latency.model import TIERS, LatencyModel, TierFit, tier_of
 
 FEW = settings(max_examples=60, deadline=None, database=None)
 SOME = settings(max_examples=150, deadline=None, database=None)

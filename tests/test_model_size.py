@@ -1,4 +1,4 @@
-"""Tests of kvlab/model_size.py: the shipped models' KV bytes per token against the README table and against
+"""Tests of kvlab/sizing/model_size.py: the shipped models' KV bytes per token against the README table and against
 their published shapes, the config.json rules (GQA defaults, explicit head_dim, multimodal text_config, MLA refused),
 tensor parallelism, the lab's GiB figures, the exact GiB <-> tokens conversions, and bad configs."""
 
@@ -12,7 +12,7 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.model_size import GIB, KVShape, ModelConfigError, gib, read_model_config, tokens_in
+from kvlab.sizing.model_size import GIB, KVShape, ModelConfigError, gib, read_model_config, tokens_in
 
 MODELS = ROOT / "models"
 SOME = settings(max_examples=300, deadline=None, database=None)

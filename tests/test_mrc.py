@@ -1,4 +1,4 @@
-"""Tests of kvlab/mrc.py: exact LRU hit curves against brute-force replays at every capacity.
+"""Tests of kvlab/curves/mrc.py: exact LRU hit curves against brute-force replays at every capacity.
 
 * ``lru_curve`` against the lab's ``LRUCache`` at every capacity 0 .. (sum of distinct sizes + 2).
 * ``tier_curve`` against the block-level replay (``replay`` of ``WriteThrough``): small random workloads
@@ -19,12 +19,12 @@ from conftest import KVLAB, ROOT, load_config, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import mrc
+from kvlab.curves import mrc
 from kvlab.kvsim import LRUCache
-from kvlab.mrc import Curve, cliffs, curve_csv, lru_curve, tier_curve
+from kvlab.curves.mrc import Curve, cliffs, curve_csv, lru_curve, tier_curve
 from kvlab.replay import replay
 from kvlab.workloads import LabWorkload, MooncakeWorkload, Request
-from kvlab.write_policies import WriteThrough
+from kvlab.cache.write_policies import WriteThrough
 
 SCRIPT = KVLAB / "mrc.py"
 TRACES = ROOT.parent / "shared" / "traces" / "mooncake"

@@ -9,7 +9,10 @@ from conftest import SCHEMA, both, deleter, setter
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline, policy_grid, replay, scenario
+from kvlab import pipeline
+from kvlab import policies
+from kvlab import replay
+from kvlab import scenario
 
 
 def test_committed_config_is_valid(config):
@@ -273,8 +276,8 @@ def test_replay_args_carry_the_policies_and_the_switches(config):
 
 
 def parse_policy(args):
-    """Parse a generated policy_grid.py command line with its own parser."""
-    return policy_grid.build_parser().parse_args(shlex.split(args))
+    """Parse a generated policies.py command line with its own parser."""
+    return policies.build_parser().parse_args(shlex.split(args))
 
 
 def test_policy_cliff_args_take_the_lab_sweep_and_the_policy_grid(config):

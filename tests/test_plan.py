@@ -1,4 +1,4 @@
-"""Tests of kvlab/plan.py: the lab's rooms and cliffs, the per-round figures against kvlab/replay.py for every write
+"""Tests of kvlab/sizing/plan.py: the lab's rooms and cliffs, the per-round figures against kvlab/replay.py for every write
 policy and source, the minimality of the budgets it answers, the GiB conversions, the table, and bad input."""
 
 import contextlib
@@ -11,11 +11,11 @@ from fractions import Fraction
 import pytest
 from conftest import KVLAB, ROOT, run_python
 
-import kvlab.plan as plan_py
-from kvlab.plan import Planner
+import kvlab.sizing.plan as plan_py
+from kvlab.sizing.plan import Planner
 from kvlab.replay import replay
 from kvlab.workloads import WORKLOADS
-from kvlab.write_policies import make_cache
+from kvlab.cache.write_policies import make_cache
 
 SCRIPT = KVLAB / "plan.py"
 MODELS = ROOT / "models"

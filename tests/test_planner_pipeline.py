@@ -23,9 +23,10 @@ from conftest import BIN, ROOT, SCHEMA, load_config, project_files
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-import kvlab.mrc as mrc_py
-import kvlab.plan as plan_py
-from kvlab import pipeline, replay
+import kvlab.curves.mrc as mrc_py
+import kvlab.sizing.plan as plan_py
+from kvlab import pipeline
+from kvlab import replay
 
 MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
@@ -298,10 +299,10 @@ def test_mrc_args_reproduce_the_committed_curve_and_cliffs(config, tmp_path, wor
 
 
 def test_the_lab_curve_command_line_reproduces_it_as_a_script(config, tmp_path):
-    """As the rule runs it: ``python kvlab/mrc.py ARGS --curve FILE`` from the repository root."""
+    """As the rule runs it: ``python kvlab/curves/mrc.py ARGS --curve FILE`` from the repository root."""
     curve = tmp_path / "curve.csv"
     args = [*shlex.split(pipeline.mrc_args(config, "lab", 5011, 21520)), "--curve", str(curve)]
-    done = subprocess.run([sys.executable, "kvlab/mrc.py", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "kvlab/curves/mrc.py", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (MRC / "lab" / "block5011-cpu-at-gpu21520.json").read_text(encoding="utf-8")
     assert curve.read_bytes() == (MRC / "lab" / "block5011-cpu-at-gpu21520.csv").read_bytes()
@@ -316,7 +317,7 @@ def test_plan_args_reproduce_the_committed_plan(config, name):
 
 def test_the_lab_plan_command_line_reproduces_it_as_a_script(config):
     args = shlex.split(pipeline.plan_args(config, "lab"))
-    done = subprocess.run([sys.executable, "kvlab/plan.py", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "kvlab/sizing/plan.py", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (PLAN / "lab.json").read_text(encoding="utf-8")
 

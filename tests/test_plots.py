@@ -1,4 +1,4 @@
-"""The figures of results/plots/ (kvlab/plots.py) and the pipeline's ``ttft`` and ``plots`` sections.
+"""The figures of results/plots/ (kvlab/report/plots.py) and the pipeline's ``ttft`` and ``plots`` sections.
 
 Each figure, drawn by the command from the inputs that kvlab/pipeline.py gives it, is byte for byte the
 committed PNG, in any process; it changes when any of its inputs does; bad input is one line on stderr
@@ -22,7 +22,8 @@ from conftest import KVLAB, ROOT, SCHEMA, both, deleter, load_config, run_python
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline, plots
+from kvlab import pipeline
+from kvlab.report import plots
 
 SCRIPT = KVLAB / "plots.py"
 PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order plots.py takes them}
@@ -176,7 +177,7 @@ def change_data(path, column):
 
 
 def draw(name, inputs, out):
-    """kvlab/plots.py's main in this process; the PNG it wrote."""
+    """kvlab/report/plots.py's main in this process; the PNG it wrote."""
     assert plots.main([name, "--out", str(out), *map(str, inputs)]) == 0
     return Path(out).read_bytes()
 

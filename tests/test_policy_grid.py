@@ -1,4 +1,4 @@
-"""Tests of kvlab/policy_grid.py: the CPU cliff per write policy against the lab's artifact and the write-back
+"""Tests of kvlab/policies.py: the CPU cliff per write policy against the lab's artifact and the write-back
 cliff's position, the policy table's order, bookkeeping, bound and agreement with replay.py, the committed
 artifacts, and bad input (one stderr line, nothing written)."""
 
@@ -15,10 +15,12 @@ from conftest import KVLAB, ROOT, load_config, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline, policy_grid, replay
+from kvlab import pipeline
+from kvlab import policies
+from kvlab import replay
 from kvlab.files import dump_json
 
-SCRIPT = KVLAB / "policy_grid.py"
+SCRIPT = KVLAB / "policies.py"
 REPLAY = KVLAB / "replay.py"
 WRITE_POLICIES = ["write-through", "write-back", "selective"]
 EVICTIONS = ["lru", "fifo", "lfu", "arc", "opt"]
@@ -108,7 +110,7 @@ def test_cliff_write_through_is_the_lab_artifact(tmp_path, config):
     for room in lab_grid:
         assert cliff["write-through"][str(room)] == committed[str(room)], room
     assert text == dump_json(cliff) == json.dumps(cliff, indent=2) + "\n"
-    assert cliff == policy_grid.cpu_cliff(docs, tokens, passes, gpu, rooms, policies, record)
+    assert cliff == policies.cpu_cliff(docs, tokens, passes, gpu, rooms, policies, record)
     # The GPU holds 4 documents: write-back needs room for the other 6, write-through for all 10.
     assert (cliff["write-back"]["30065"], cliff["write-back"]["30066"]) == (10, 0)
     assert (cliff["write-through"]["50109"], cliff["write-through"]["50110"]) == (10, 0)
@@ -144,7 +146,7 @@ def test_write_back_cliff_sits_at_the_gpu_overflow(case):
     Write-through needs room for every document; selective never stores a first computation, so pass 2 misses all.
     """
     docs, tokens, held, gpu, rooms = case
-    cliff = policy_grid.cpu_cliff(docs, tokens, ["fwd", "fwd"], gpu, rooms, WRITE_POLICIES, 2)
+    cliff = policies.cpu_cliff(docs, tokens, ["fwd", "fwd"], gpu, rooms, WRITE_POLICIES, 2)
     assert list(cliff) == WRITE_POLICIES
     for policy in WRITE_POLICIES:
         assert list(cliff[policy]) == [str(room) for room in rooms]
@@ -194,7 +196,7 @@ def small_table(request, tmp_path_factory):
 def test_table_header_and_grid_order(small_table):
     """One row per (block, gpu, cpu, write policy, eviction, round), outermost first, "all" before the rounds."""
     _, inputs, header, rows = small_table
-    assert header == list(policy_grid.TABLE_COLUMNS) == COLUMNS
+    assert header == list(policies.TABLE_COLUMNS) == COLUMNS
     expected = product(
         *(map(str, GRID[key]) for key in ("block_tokens", "gpu_tokens", "cpu_tokens")),
         POLICY_ORDER,

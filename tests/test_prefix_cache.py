@@ -1,4 +1,4 @@
-"""The block-level prefix cache (kvlab/prefix_cache.py) against an independent list-based model, and its
+"""The block-level prefix cache (kvlab/cache/prefix.py) against an independent list-based model, and its
 equivalence with the lab's document-level simulator when every document is one block."""
 
 import json
@@ -9,14 +9,15 @@ from conftest import ROOT, load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline, scenario
-from kvlab.collect_sweep import VALUES
-from kvlab.eviction import LRU
+from kvlab import pipeline
+from kvlab import scenario
+from kvlab.report.sweep import VALUES
+from kvlab.cache.eviction import LRU
 from kvlab.kvsim import LRUCache
-from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.replay import replay
 from kvlab.workloads import WORKLOADS
-from kvlab.write_policies import WriteThrough
+from kvlab.cache.write_policies import WriteThrough
 
 
 class ListLRU:

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 from conftest import KVLAB, ROOT, run_python
 
-from kvlab import replay, scenario
+from kvlab import replay
+from kvlab import scenario
 from kvlab.replay import progress_bar
 from kvlab.workloads import WORKLOADS
-from kvlab.write_policies import make_cache
+from kvlab.cache.write_policies import make_cache
 
 SCRIPT = KVLAB / "replay.py"
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"

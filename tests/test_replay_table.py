@@ -1,4 +1,4 @@
-"""Tests of kvlab/replay_table.py: replay.py outputs folded into one CSV, a row per (point, round), "all" first."""
+"""Tests of kvlab/report/replay_table.py: replay.py outputs folded into one CSV, a row per (point, round), "all" first."""
 
 import csv
 import json
@@ -24,7 +24,7 @@ POINTS = {  # deliberately not in name order: the table must keep the order of i
 
 
 def run_table(out, *points):
-    return run_python("-m", "kvlab.replay_table", "--out", out, *points, cwd=ROOT, timeout=120)
+    return run_python("-m", "kvlab.report.replay_table", "--out", out, *points, cwd=ROOT, timeout=120)
 
 
 @pytest.fixture

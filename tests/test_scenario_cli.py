@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kvlab import scenario
 from kvlab.replay import replay as block_replay
 from kvlab.workloads import LabWorkload
-from kvlab.write_policies import make_cache
+from kvlab.cache.write_policies import make_cache
 
 SCRIPT = KVLAB / "scenario.py"
 PASS_KEYS = ["order", "gpu_hits", "cpu_hits", "misses", "hit_docs"]

@@ -1,4 +1,4 @@
-"""Tests of kvlab/stack_distance.py: presence intervals of an LRU cache with sized entries, at every capacity.
+"""Tests of kvlab/curves/stack_distance.py: presence intervals of an LRU cache with sized entries, at every capacity.
 
 The reference is the lab's own ``LRUCache`` replayed at every capacity from 0 to (sum of the distinct
 sizes + 2): above the sum everything fits, so nothing changes there and the last interval must be
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.kvsim import LRUCache
-from kvlab.stack_distance import INFINITY, last_positions, presence_intervals, size_classes
+from kvlab.curves.stack_distance import INFINITY, last_positions, presence_intervals, size_classes
 
 # Sizes just below, at and just above powers of two, 0, and a few larger entries.
 SIZES = st.one_of(

@@ -1,4 +1,4 @@
-"""kvlab/ttft.py: the TTFT model fitted to a measurement the simulator replays (fit), its predictions across a lab
+"""kvlab/latency/ttft.py: the TTFT model fitted to a measurement the simulator replays (fit), its predictions across a lab
 sweep's grid (sweep) and across a plan's CPU budgets (budgets), the committed results/ttft/ artifacts, and bad input.
 
 The expectations are built here independently: tiers from the lab's simulator (kvsim) driven by this file, per-pass
@@ -23,10 +23,13 @@ from conftest import KVLAB, ROOT, load_config, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import example_measurement, kvsim, pipeline, ttft
+from kvlab.measure import example as example_measurement
+from kvlab import kvsim
+from kvlab import pipeline
+from kvlab.latency import ttft
 from kvlab import replay as replay_py
 from kvlab.replay import make_workload, replay
-from kvlab.write_policies import make_cache
+from kvlab.cache.write_policies import make_cache
 
 SCRIPT = KVLAB / "ttft.py"
 RESULTS = ROOT / "results"

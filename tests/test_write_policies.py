@@ -1,4 +1,4 @@
-"""The write policies (kvlab/write_policies.py): the lab's simulator as a special case, independent block-by-block
+"""The write policies (kvlab/cache/write_policies.py): the lab's simulator as a special case, independent block-by-block
 models of the three designs, write-back's exclusivity, the lab's finding, the refused settings, and the bounds the
 offline optimum sets."""
 
@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.kvsim import TwoTierCache
-from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.replay import replay
 from kvlab.workloads import LabWorkload
-from kvlab.write_policies import make_cache
+from kvlab.cache.write_policies import make_cache
 
 DESIGNS = ("write-through", "write-back", "selective")
 TIER_POLICIES = ("lru", "fifo", "lfu", "arc", "opt")

@@ -1,112 +1,28 @@
 """Plan a CPU offload budget: the tokens served from GPU, from CPU and recomputed, and the GiB it takes.
 
-Usage: ``python kvlab/plan.py --workload {lab,long_doc_qa,mooncake} [source flags] --model-config
-CONFIG.json [--tp N] [--chunk-tokens 256] (--gpu-tokens N | --gpu-gb X) [--cpu-gb Y]
-[--write-policy P] [--target-hit-ratio R] [--format json|table]``.
+The model's config.json sizes a token's KV (``kvlab/sizing/model_size.py``); the rooms in GiB become tokens
+per GPU. Both tiers are LRU over chunks (LMCache's 256 tokens by default; a partial last chunk is not
+stored). Under write-through the CPU figures come from the exact curve of the CPU tier at the GPU room
+(``kvlab/curves/mrc.py``), so the budgets for full reuse and for the target are the smallest that reach
+them. Write-back and selective have no such curve: their budgets are found by bisection over replays,
+which assumes more CPU never serves less.
 
-The model's config.json sizes a token's KV (``kvlab/model_size.py``); the rooms in GiB become tokens
-per GPU. Both tiers are LRU over chunks of ``--chunk-tokens`` (LMCache's 256 by default; a partial
-last chunk is not stored). Under write-through the CPU figures come from the exact curve of the
-CPU tier at the GPU room (``kvlab/mrc.py``), so the budgets for full reuse and for the target are
-the smallest that reach them. Write-back and selective have no such curve: their budgets are
-found by bisection over replays, which assumes more CPU never serves less.
-
-"GB" means GiB (2**30 bytes), as LMCache's max_local_cpu_size and vLLM's kv_offloading_size.
+"GB" means GiB (2**30 bytes), as LMCache's max_local_cpu_size and vLLM's kv_offloading_size. The command
+is ``kvlab plan`` (``kvlab/cli/plan.py``).
 """
 
 import math
-import sys
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 
-if not __package__:  # run as `python kvlab/plan.py`: import the package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+from kvlab.cache.prefix import Blocks
+from kvlab.cache.write_policies import make_cache
+from kvlab.curves.mrc import tier_curve
+from kvlab.replay import ratio, replay
+from kvlab.sizing.model_size import gib, tokens_in
 
-from kvlab.files import dump_json
-from kvlab.model_size import ModelConfigError, decimal_gib, gib, read_model_config, tokens_in
-from kvlab.mrc import hit_ratio, tier_curve
-from kvlab.prefix_cache import Blocks
-from kvlab.replay import (
-    add_block_rule_arguments,
-    add_workload_arguments,
-    argument,
-    make_workload,
-    ratio,
-    replay,
-)
-from kvlab.scenario import OneLineParser
-from kvlab.workloads import WORKLOADS, WorkloadError, whole_number
-from kvlab.write_policies import WRITE_POLICIES, make_cache
-
-PROG = "plan.py"
-FORMATS = ("json", "table")
-
-
-def build_parser():
-    parser = OneLineParser(
-        prog=PROG,
-        description=__doc__.splitlines()[0] + " GB means GiB (2**30 bytes) throughout.",
-    )
-    add_plan_arguments(parser)
-    parser.add_argument(
-        "--target-hit-ratio",
-        type=argument(hit_ratio),
-        help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
-    )
-    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
-    add_workload_arguments(parser)
-    return parser
-
-
-def add_plan_arguments(parser):
-    """The setting of a plan: the workload's source, the model, the chunks, the rooms and the write policy."""
-    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
-    model = parser.add_argument_group("model")
-    model.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
-    model.add_argument(
-        "--tp", type=argument(whole_number(1)), default=1, help="tensor-parallel degree (default 1); rooms are per GPU"
-    )
-    cache = parser.add_argument_group("cache")
-    cache.add_argument(
-        "--chunk-tokens",
-        type=argument(whole_number(1)),
-        help="tokens per chunk (default 256, LMCache's; mooncake: 512 or a multiple of it)",
-    )
-    add_block_rule_arguments(cache)
-    gpu = cache.add_mutually_exclusive_group(required=True)
-    gpu.add_argument("--gpu-tokens", type=argument(whole_number(0)), help="the GPU's KV pool in tokens (vLLM's figure)")
-    gpu.add_argument("--gpu-gb", type=argument(decimal_gib), help="the GPU's KV pool in GiB (2**30 bytes)")
-    cache.add_argument(
-        "--cpu-gb",
-        type=argument(decimal_gib),
-        default=decimal_gib(0),
-        help="CPU offload budget in GiB (2**30 bytes; default 0)",
-    )
-    cache.add_argument(
-        "--write-policy",
-        choices=WRITE_POLICIES,
-        default="write-through",
-        help="how the CPU tier is filled (default write-through: exact curve; others: bisection over replays)",
-    )
-
-
-def plan_setting(parser, args):
-    """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed arguments; errors are one line."""
-    args.block_tokens = args.chunk_tokens
-    try:
-        workload = make_workload(args)
-    except WorkloadError as error:
-        parser.error(str(error))
-    try:
-        shape = read_model_config(args.model_config)
-        per_token = shape.bytes_per_token(args.tp)
-    except ModelConfigError as error:
-        parser.fail(str(error))
-    except ValueError as error:
-        parser.error(f"--tp: {error}")
-    gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
-    return workload, shape, per_token, gpu_tokens
+__all__ = ["Planner", "model_name", "plan", "table"]
 
 
 class Planner:
@@ -252,30 +168,3 @@ def model_name(path):
     """What names a model config in the output: its folder (a Hugging Face repository's name), not a full path."""
     path = Path(path)
     return path.parent.name if path.name == "config.json" and path.parent.name else path.name
-
-
-def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    workload, shape, _, gpu_tokens = plan_setting(parser, args)
-    try:
-        result = plan(
-            workload,
-            model_name(args.model_config),
-            shape,
-            args.tp,
-            gpu_tokens,
-            args.cpu_gb,
-            args.write_policy,
-            args.partial_blocks,
-            args.eviction_order,
-            args.target_hit_ratio,
-        )
-    except WorkloadError as error:
-        parser.fail(str(error))
-    sys.stdout.write(table(result) if args.format == "table" else dump_json(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """A GPU and a CPU tier of KV blocks that serve each request's longest cached prefix.
 
-What every design shares (the write policies in ``kvlab/write_policies.py`` add how the tiers are
+What every design shares (the write policies in ``kvlab/cache/write_policies.py`` add how the tiers are
 filled):
 
 * Lookup: the request's leading blocks found on the GPU, continued by the leading blocks after
@@ -14,7 +14,7 @@ filled):
   to head, so the head is the most recent and a request's tail is evicted before its head, as
   vLLM frees a finished request's blocks tail first and LMCache touches a hit prefix tail to
   head; the reusable prefix survives longest. ``head-first`` accesses them head to tail.
-* Each tier's eviction policy is chosen by name (``kvlab/eviction``); ``opt`` needs the whole
+* Each tier's eviction policy is chosen by name (``kvlab/cache/eviction``); ``opt`` needs the whole
   workload first (``foresee``).
 
 Tier calls are batched: one per request, tier and run of blocks with the same treatment.

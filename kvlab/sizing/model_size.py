@@ -10,14 +10,15 @@ replicates a head when there are more GPUs than KV heads), and its own share of 
 0.1299 of them.
 """
 
-import json
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 
-__all__ = ["GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
+from kvlab.files import MAX_FILE_BYTES, read_json, shown
+
+__all__ = ["GIB", "MAX_GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
 
 GIB = 2**30
 DTYPE_BYTES = {
@@ -30,6 +31,9 @@ DTYPE_BYTES = {
     "float8_e5m2": 1,
 }
 GIB_DECIMALS = 4
+MAX_GIB = 2**40  # a GiB amount above this (a yottabyte) is a mistake, not a budget
+MAX_GIB_PLACES = 18  # decimal places of a GiB amount: finer is below one byte
+MAX_FIELD = 2**31  # layers, heads, head dimension of a config.json
 
 
 class ModelConfigError(ValueError):
@@ -73,13 +77,9 @@ def read_model_config(path):
     """The :class:`KVShape` of a Hugging Face ``config.json``; ModelConfigError naming the file if it cannot."""
     path = Path(path)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ModelConfigError(f"{path}: cannot read: {error.strerror}") from None
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ModelConfigError(f"{path}: not a JSON config ({getattr(error, 'msg', error)})") from None
-    except RecursionError:
-        raise ModelConfigError(f"{path}: not a JSON config (nested too deeply)") from None
+        config = read_json(path, MAX_FILE_BYTES // 16)
+    except ValueError as error:
+        raise ModelConfigError(str(error)) from None
     if not isinstance(config, dict):
         raise ModelConfigError(f"{path}: expected a JSON object")
     if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
@@ -88,8 +88,8 @@ def read_model_config(path):
         raise ModelConfigError(f"{path}: multi-head latent attention (kv_lora_rank) is not sized by heads")
 
     def whole(field, value):
-        if type(value) is not int or value < 1:
-            raise ModelConfigError(f"{path}: {field} must be a whole number >= 1, got {value!r}")
+        if type(value) is not int or not 1 <= value <= MAX_FIELD:
+            raise ModelConfigError(f"{path}: {field} must be a whole number from 1 to {MAX_FIELD}, got {shown(value)}")
         return value
 
     def field(name):
@@ -115,18 +115,23 @@ def read_model_config(path):
     if dtype is None:
         raise ModelConfigError(f"{path}: missing torch_dtype")
     if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
-        raise ModelConfigError(f"{path}: torch_dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+        raise ModelConfigError(f"{path}: torch_dtype {shown(dtype)} is not one of {', '.join(DTYPE_BYTES)}")
     return KVShape(layers, kv_heads, head_dim, dtype)
 
 
 def decimal_gib(value):
     """A GiB amount as an exact Decimal (from its text, so 1.5 is 1.5); ValueError if not a number >= 0."""
+    text = str(value)
     try:
-        number = Decimal(str(value))
+        number = Decimal(text) if len(text) <= 100 else Decimal("NaN")
     except InvalidOperation:
-        raise ValueError(f"expected a number of GiB >= 0, got {value!r}") from None
+        number = Decimal("NaN")
     if not number.is_finite() or number < 0:
-        raise ValueError(f"expected a number of GiB >= 0, got {value!r}")
+        raise ValueError(f"expected a number of GiB >= 0, got {shown(value)}")
+    if number > MAX_GIB:
+        raise ValueError(f"expected at most {MAX_GIB} GiB, got {shown(value)}")
+    if number and number.as_tuple().exponent < -MAX_GIB_PLACES:
+        raise ValueError(f"expected at most {MAX_GIB_PLACES} decimal places of GiB, got {shown(value)}")
     return number
 
 

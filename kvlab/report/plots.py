@@ -1,18 +1,13 @@
 """The figures of results/plots/: each one drawn from committed artifacts, byte for byte the same every run.
 
-Usage: ``python kvlab/plots.py NAME --out FILE.png INPUT...`` with NAME one of :data:`PLOTS`; the
+The command is ``kvlab plots NAME --out FILE.png INPUT...`` with NAME one of :data:`PLOTS`; the
 inputs are the artifacts that plot reads, in the order its function takes them. Matplotlib draws
 with the Agg backend and its bundled fonts, and the PNG carries no software tag or date, so the
 same inputs and pinned versions give the same bytes.
 """
 
 import io
-import json
-import sys
 from pathlib import Path
-
-if not __package__:  # run as `python kvlab/plots.py`: import the package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import matplotlib
 
@@ -21,22 +16,30 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from kvlab.files import write_atomically  # noqa: E402
-from kvlab.scenario import OneLineParser  # noqa: E402
+from kvlab.files import read_bytes, read_json  # noqa: E402
 
 DPI = 100
 STYLE = {"figure.figsize": (7.5, 5.0), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
 
-def read_json(path):
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def read_object(path):
+    """A JSON object of an artifact; ValueError naming the file if it is something else."""
+    document = read_json(path)
+    if not isinstance(document, dict) or not document:
+        raise ValueError(f"{path}: expected a non-empty JSON object")
+    return document
+
+
+def read_csv(path):
+    """A CSV table of an artifact, read within the file-size limit."""
+    return pd.read_csv(io.BytesIO(read_bytes(path)))
 
 
 def gpu_cliff(cliff, ttft_sweep):
     """Pass-2 GPU hits by GPU room (the lab's cliff sweep) and the predicted pass-2 TTFT."""
-    hits = read_json(cliff)
+    hits = read_object(cliff)
     rooms = [int(room) for room in hits]
-    ttft = pd.read_csv(ttft_sweep)
+    ttft = read_csv(ttft_sweep)
     second = ttft[ttft["pass"] == "pass2"]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     top.plot(rooms, list(hits.values()), "o-", color="C0")
@@ -52,8 +55,8 @@ def gpu_cliff(cliff, ttft_sweep):
 
 def cpu_cliff(policies_cliff, ttft_sweep):
     """Pass-2 recomputes by CPU room, per write policy, and the predicted pass-2 TTFT under write-through."""
-    misses = read_json(policies_cliff)
-    ttft = pd.read_csv(ttft_sweep)
+    misses = read_object(policies_cliff)
+    ttft = read_csv(ttft_sweep)
     second = ttft[ttft["pass"] == "pass2"]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     for index, (policy, points) in enumerate(misses.items()):
@@ -74,7 +77,7 @@ def curves(*paths):
     figure, (left, right) = plt.subplots(1, 2, sharey=True, figsize=(9.0, 4.5))
     workloads = list(dict.fromkeys(Path(path).parent.name for path in paths))  # one colour per workload
     for path in paths:
-        table = pd.read_csv(path)
+        table = read_csv(path)
         room = table.columns[0]  # gpu_tokens or cpu_tokens
         axis = left if room == "gpu_tokens" else right
         workload = Path(path).parent.name
@@ -94,7 +97,7 @@ def curves(*paths):
 
 def ttft_per_pass(measurement):
     """Every measured request's TTFT by pass and config, with the medians."""
-    table = pd.read_json(measurement, lines=True)
+    table = pd.read_json(io.BytesIO(read_bytes(measurement)), lines=True)
     passes = list(dict.fromkeys(table["pass"]))
     configs = list(dict.fromkeys(table["config"]))
     figure, axis = plt.subplots()
@@ -120,7 +123,7 @@ def ttft_per_pass(measurement):
 
 def predicted_vs_measured(table):
     """The model's per-pass p50 beside the measured one, per config and pass, with predicted / measured."""
-    rows = pd.read_csv(table)
+    rows = read_csv(table)
     figure, axis = plt.subplots()
     positions = range(len(rows))
     width = 0.38
@@ -138,7 +141,7 @@ def predicted_vs_measured(table):
 
 def ttft_budgets(budgets):
     """Predicted TTFT per round across the plan's CPU budgets."""
-    rows = pd.read_csv(budgets)
+    rows = read_csv(budgets)
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     for index, (name, mine) in enumerate(rows.groupby("round", sort=False)):
         top.plot(mine["cpu_gb"], mine["predicted_mean_ms"], "o-", color=f"C{index}", label=name)
@@ -169,25 +172,16 @@ def png(figure):
     return buffer.getvalue()
 
 
-def main(argv=None):
-    parser = OneLineParser(prog="plots.py", description=__doc__.splitlines()[0])
-    parser.add_argument("plot", choices=PLOTS)
-    parser.add_argument("--out", required=True, help="the PNG file to write")
-    parser.add_argument("inputs", nargs="+", help="the artifacts the plot reads")
-    args = parser.parse_args(argv)
+def draw(name, inputs):
+    """The PNG bytes of plot ``name`` from its input artifacts; ValueError naming them if they cannot be drawn."""
     with plt.rc_context(STYLE):
         try:
-            figure = PLOTS[args.plot](*args.inputs)
+            figure = PLOTS[name](*inputs)
             figure.tight_layout()
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # an input of the wrong shape
-            parser.fail(f"{args.plot}: cannot draw from {' '.join(args.inputs)}: {error}")
-        data = png(figure)
-    try:
-        write_atomically(args.out, data)
-    except OSError as error:
-        parser.fail(f"cannot write {args.out}: {error.strerror}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        except ValueError as error:  # an input file that cannot be read names itself
+            if any(str(path) in str(error) for path in inputs):
+                raise
+            raise ValueError(f"{name}: cannot draw from {' '.join(map(str, inputs))}: {error}") from None
+        except (KeyError, TypeError, AttributeError, IndexError) as error:  # an input of the wrong shape
+            raise ValueError(f"{name}: cannot draw from {' '.join(map(str, inputs))}: {type(error).__name__} {error}") from None
+        return png(figure)

@@ -4,13 +4,12 @@ Each point file is ``replay.py``'s JSON output for one (GPU, CPU, block) point; 
 order of the files (the grid order) and adds the cache settings in front of each row.
 """
 
-import json
-import sys
 from pathlib import Path
 
-from kvlab.files import write_atomically
+from kvlab.files import read_json
 from kvlab.replay import COUNTERS, figures
-from kvlab.scenario import OneLineParser
+
+__all__ = ["COLUMNS", "table_csv", "table_rows"]
 
 SETTINGS = (
     "block_tokens",
@@ -31,13 +30,13 @@ def table_rows(points):
     rows = []
     for point in points:
         path = Path(point)
+        result = read_json(path)
         try:
-            result = json.loads(path.read_text(encoding="utf-8"))
             settings = {key: result["cache"][key] for key in SETTINGS}
             rounds = [{"round": "all", **result}, *result["rounds"]]
             rows += [{**settings, "round": one["round"], **{key: one[key] for key in FIGURES}} for one in rounds]
-        except (ValueError, KeyError, TypeError):
-            raise ValueError(f"{path}: not a replay.py output") from None
+        except (KeyError, TypeError, AttributeError):
+            raise ValueError(f"{path}: not a replay output") from None
     return rows
 
 
@@ -45,20 +44,3 @@ def table_csv(points):
     import pandas as pd
 
     return pd.DataFrame(table_rows(points), columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n")
-
-
-def main(argv=None):
-    parser = OneLineParser(prog="replay_table", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="the CSV table to write")
-    parser.add_argument("points", nargs="+", help="replay.py outputs, in grid order")
-    args = parser.parse_args(argv)
-    try:
-        text = table_csv(args.points)
-    except (OSError, ValueError) as error:
-        parser.fail(str(error))
-    write_atomically(args.out, text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

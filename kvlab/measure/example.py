@@ -16,26 +16,16 @@ Every line is ``{"config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms"}``
 rounded to 2 decimals. Same arguments, same bytes.
 """
 
-import argparse
 import json
 import random
-import sys
 
-from kvlab.files import write_atomically
 from kvlab.kvsim import TwoTierCache
-from kvlab.scenario import OneLineParser
+
+__all__ = ["LATENCIES", "generate", "jsonl"]
 
 TIERS = ("gpu_hit", "cpu_load", "recompute")
 LATENCIES = (*TIERS, "store_overhead", "decode")
 TIER_OF_ACCESS = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}
-
-
-def named_pair(text):
-    """argparse type: ``NAME:VALUE``."""
-    name, sep, value = text.partition(":")
-    if not sep or not name or not value:
-        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
-    return name, value
 
 
 def tier_trace(gpu, cpu, docs, tokens, passes):
@@ -76,35 +66,6 @@ def generate(configs, passes, docs, tokens, latency, jitter, seed):
     return records
 
 
-def main(argv=None):
-    parser = OneLineParser(prog="example_measurement", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=named_pair, action="append", required=True, metavar="NAME:GPU,CPU")
-    parser.add_argument(
-        "--pass", dest="passes", type=named_pair, action="append", required=True, metavar="NAME:fwd|rev"
-    )
-    parser.add_argument("--docs", type=int, required=True)
-    parser.add_argument("--tokens", type=int, required=True)
-    for latency in LATENCIES:
-        parser.add_argument(f"--{latency.replace('_', '-')}-ms", type=float, required=True, help="mean latency, ms")
-    parser.add_argument("--jitter", type=float, required=True, help="relative standard deviation of every draw")
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-
-    configs = []
-    for name, rooms in args.config:
-        gpu, _, cpu = rooms.partition(",")
-        if not (gpu.isdigit() and cpu.isdigit()):
-            parser.error(f"--config {name}: expected GPU,CPU rooms in tokens, got {rooms!r}")
-        configs.append((name, int(gpu), int(cpu)))
-    for name, order in args.passes:
-        if order not in ("fwd", "rev"):
-            parser.error(f"--pass {name}: order must be fwd or rev, got {order!r}")
-    latency = {name: getattr(args, f"{name}_ms") for name in LATENCIES}
-    records = generate(configs, args.passes, args.docs, args.tokens, latency, args.jitter, args.seed)
-    write_atomically(args.out, "".join(json.dumps(record) + "\n" for record in records))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def jsonl(records):
+    """The records as JSON lines, the measurement's file format."""
+    return "".join(json.dumps(record) + "\n" for record in records)

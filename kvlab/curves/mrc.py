@@ -1,4 +1,4 @@
-"""Exact LRU hit curves: the hits at every capacity from one pass (``kvlab/stack_distance.py``).
+"""Exact LRU hit curves: the hits at every capacity from one pass (``kvlab/curves/stack_distance.py``).
 
 Two uses:
 
@@ -6,34 +6,27 @@ Two uses:
 * :func:`tier_curve`: the tokens a tier of the block-level prefix cache serves, per round, at
   every room of that tier: the GPU tier (the same in every write policy), or the CPU tier of
   write-through at a fixed GPU room (it sees exactly the blocks the GPU did not serve). Both use
-  LRU and the replay's rules (``kvlab/prefix_cache.py``): a request is looked up before its blocks
+  LRU and the replay's rules (``kvlab/cache/prefix.py``): a request is looked up before its blocks
   are written, so a block counts when it was present at the lookup and so were all before it.
 
 A curve is a step function: ``values[:, i]`` holds from ``capacities[i]`` up to the next
 capacity. It need not rise everywhere: an entry larger than the room never evicts, so a small
 cache can keep what a larger one loses.
 
-Usage: ``python kvlab/mrc.py --workload {lab,long_doc_qa,mooncake} [source flags] [--block-tokens B]
-[--gpu-tokens G] [--target-hit-ratio R] [--curve FILE]``: the GPU tier's curve, or with ``--gpu-tokens``
-the CPU tier's at that GPU room; prints the cliffs as JSON and writes the curve as CSV to FILE.
+The command is ``kvlab mrc`` (``kvlab/cli/mrc.py``).
 """
 
 import math
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
-
-if not __package__:  # run as `python kvlab/mrc.py`: import the package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 import numpy as np
 from numba import njit
 
-from kvlab.prefix_cache import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
 from kvlab.replay import ratio
-from kvlab.stack_distance import INFINITY, _grow, last_positions, presence_intervals
-from kvlab.write_policies import WriteThrough
+from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
+from kvlab.cache.write_policies import WriteThrough
 
 __all__ = ["Curve", "lru_curve", "tier_curve"]
 
@@ -276,82 +269,3 @@ def curve_csv(curve, tier):
         ((table[f"{tier}_hit_tokens"] + int(curve.base.sum())) / inputs).round(6) if inputs else None
     )
     return table.to_csv(index=False, lineterminator="\n")
-
-
-def build_parser():
-    from kvlab.replay import add_block_rule_arguments, add_workload_arguments, argument
-    from kvlab.scenario import OneLineParser
-    from kvlab.workloads import WORKLOADS, whole_number
-
-    parser = OneLineParser(prog="mrc.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
-    cache = parser.add_argument_group("cache (LRU on both tiers, write-through)")
-    cache.add_argument(
-        "--block-tokens",
-        type=argument(whole_number(1)),
-        help="tokens per block (default 256, LMCache's chunk; mooncake: 512 or a multiple of it)",
-    )
-    add_block_rule_arguments(cache)
-    cache.add_argument(
-        "--gpu-tokens",
-        type=argument(whole_number(0)),
-        help="the CPU tier's curve at this GPU room in tokens (default: the GPU tier's curve)",
-    )
-    cache.add_argument(
-        "--target-hit-ratio",
-        type=argument(hit_ratio),
-        help="also the smallest room for this token hit ratio over all rounds (0..1)",
-    )
-    parser.add_argument("--curve", metavar="FILE", help="write the curve as CSV to FILE")
-    add_workload_arguments(parser)
-    return parser
-
-
-def hit_ratio(text):
-    """A token hit ratio in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1:
-        raise ValueError(f"expected a ratio between 0 and 1, got {text!r}")
-    return value
-
-
-def main(argv=None):
-    from kvlab.files import dump_json, write_atomically
-    from kvlab.replay import make_workload
-    from kvlab.workloads import WorkloadError
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        workload = make_workload(args)
-    except WorkloadError as error:
-        parser.error(str(error))
-    tier = "gpu" if args.gpu_tokens is None else "cpu"
-    try:
-        curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens)
-    except WorkloadError as error:
-        parser.fail(str(error))
-    if args.curve:
-        try:
-            write_atomically(args.curve, curve_csv(curve, tier))
-        except OSError as error:
-            parser.fail(f"cannot write {args.curve}: {error.strerror}")
-    cache = {
-        "tier": tier,
-        "block_tokens": workload.block_tokens,
-        "partial_blocks": args.partial_blocks,
-        "eviction_order": args.eviction_order,
-        "eviction": "lru",
-    }
-    if tier == "cpu":
-        cache.update(write_policy="write-through", gpu_tokens=args.gpu_tokens)
-    result = {"workload": workload.describe(), "cache": cache, **cliffs(curve, args.target_hit_ratio)}
-    sys.stdout.write(dump_json(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

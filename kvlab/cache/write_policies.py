@@ -15,9 +15,9 @@ The GPU's part is the same in all three (``PrefixCache._fill_gpu``), so the GPU 
 same way whatever the CPU does.
 """
 
-from .prefix_cache import PrefixCache, choose
+from .prefix import PrefixCache, choose
 
-__all__ = ["WRITE_POLICIES", "Selective", "WriteBack", "WriteThrough", "make_cache"]
+__all__ = ["CACHE_SETTINGS", "LMCACHE_SWITCHES", "WRITE_POLICIES", "Selective", "WriteBack", "WriteThrough", "make_cache"]
 
 
 class WriteThrough(PrefixCache):
@@ -115,3 +115,7 @@ def make_cache(write_policy, gpu_tokens, cpu_tokens, block_tokens, **settings):
             if settings.pop(switch, False):
                 raise ValueError(f"{switch} applies to write_policy write-through only, not {write_policy}")
     return policy(gpu_tokens, cpu_tokens, block_tokens, **settings)
+
+
+# Every setting of a cache besides its rooms and block size, in the order the replay reports them.
+CACHE_SETTINGS = ("partial_blocks", "eviction_order", "write_policy", "gpu_eviction", "cpu_eviction", *LMCACHE_SWITCHES)

@@ -1,0 +1,58 @@
+"""The ``kvlab`` command: one entry point, a subcommand per tool, each imported only when it runs.
+
+``kvlab COMMAND [flags]`` (or ``python -m kvlab COMMAND``); ``kvlab --help`` lists the commands and
+``kvlab COMMAND --help`` their flags. Every command answers bad input with one line on stderr and exit
+2 (usage) or 1 (bad data, I/O), and writes its output files together or not at all.
+"""
+
+import importlib
+import sys
+
+__all__ = ["COMMANDS", "main"]
+
+# name: (module under kvlab.cli, its function, one line of help)
+COMMANDS = {
+    "scenario": ("scenario", "main", "the lab's scenario: documents read in passes through a GPU (+ CPU) LRU cache"),
+    "summarize": ("summarize", "main", "a TTFT measurement (JSONL) as per-pass medians, means and offload ratios"),
+    "replay": ("replay", "main", "a workload through a two-tier prefix cache of KV blocks: its reuse figures"),
+    "mrc": ("mrc", "main", "the exact LRU curve of a tier at every room, and its cliffs"),
+    "plan": ("plan", "main", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
+    "policies": ("policies", "main", "the offload designs side by side: write x eviction policies over rooms"),
+    "ttft": ("ttft", "main", "the TTFT model: fit it to a measurement, price sweeps and CPU budgets"),
+    "plots": ("plots", "main", "a figure of results/plots/ drawn from artifacts"),
+    "collect": ("collect", "main", "fold a lab sweep's scenario outputs into one artifact"),
+    "replay-table": ("replay_table", "main", "fold replay outputs into one CSV table"),
+    "example-measurement": ("measure", "main", "write the SYNTHETIC example TTFT measurement"),
+    "config": ("config", "main", "check a config.yaml (safe YAML, schema, cross-field rules) before a run"),
+}
+
+
+def usage():
+    width = max(map(len, COMMANDS))
+    lines = ["usage: kvlab COMMAND [flags]   (kvlab COMMAND --help for its flags)", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_text}" for name, (_, _, help_text) in COMMANDS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    """Run one command; return its exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        sys.stderr.write(usage())
+        return 2
+    if argv[0] in ("-h", "--help"):
+        sys.stdout.write(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        shown = name if len(name) <= 40 else name[:35] + "..."
+        sys.stderr.write(f"kvlab: error: unknown command {shown!r} (commands: {', '.join(COMMANDS)})\n")
+        return 2
+    module, function, _ = COMMANDS[name]
+    command = getattr(importlib.import_module(f"kvlab.cli.{module}"), function)
+    return command(rest, f"kvlab {name}")
+
+
+def entry():
+    """The console script: exit with the command's code."""
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""What every command shares: a parser whose errors are one line, argument types, and the one ending that
+writes a command's outputs together (or none of them) and turns any error into one line and an exit code.
+
+Exit codes: 0 done; 2 a usage error (a flag, a setting, an output that is also an input); 1 bad data or I/O.
+"""
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+
+from kvlab.files import shown, write_together
+
+__all__ = ["Outputs", "Parser", "UsageError", "argument", "listing", "one_of", "run"]
+
+
+class UsageError(Exception):
+    """A usage error found after parsing (a bad combination of flags); exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (raised as UsageError, so a caller in-process gets them
+    too), and which knows which of its arguments name input and output files."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # --gpu must not quietly mean --gpu-tokens
+        super().__init__(*args, **kwargs)
+        self.inputs, self.outputs = [], []
+
+    def error(self, message):
+        error = UsageError(message)
+        error.prog = self.prog
+        raise error
+
+    def add_input(self, *names, **kwargs):
+        """An argument naming input file(s): an output may not be one of them."""
+        action = self.add_argument(*names, **kwargs)
+        self.inputs.append(action.dest)
+        return action
+
+    def add_output(self, *names, **kwargs):
+        """An argument naming an output file: written together with the others, never over an input."""
+        action = self.add_argument(*names, **kwargs)
+        self.outputs.append(action.dest)
+        return action
+
+    def files(self, args, dests):
+        found = []
+        for dest in dests:
+            value = getattr(args, dest, None)
+            found += [] if value is None else value if isinstance(value, list) else [value]
+        return found
+
+
+@dataclass
+class Outputs:
+    """What a command hands back: files to write together, and text for standard output (after them)."""
+
+    files: dict = field(default_factory=dict)
+    stdout: str | bytes | None = None
+
+
+def argument(convert):
+    """An argparse type from a converter that raises ValueError with its own message."""
+
+    def parse(text):
+        try:
+            return convert(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    return parse
+
+
+def listing(convert, what):
+    """An argparse type for a comma-separated list of distinct items, each checked by ``convert``."""
+
+    def parse(text):
+        items = [convert(item.strip()) for item in text.split(",")]
+        if len(set(items)) != len(items):
+            raise ValueError(f"{what}: an item is given twice in {shown(text)}")
+        return items
+
+    parse.__name__ = what
+    return argument(parse)
+
+
+def one_of(valid, what):
+    """A converter accepting only the names of ``valid``; the error lists them."""
+
+    def convert(name):
+        if name not in valid:
+            raise ValueError(f"{shown(name)} is not a {what} (valid: {', '.join(valid)})")
+        return name
+
+    return convert
+
+
+def same_file(first, second):
+    """Whether two paths name one file (the same path, or one file through links)."""
+    if first == "-" or second == "-":
+        return False
+    if os.path.abspath(first) == os.path.abspath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def check_paths(parser, args):
+    """Refuse an output that is also an input, or two outputs in one file: either would clobber a file."""
+    inputs, outputs = parser.files(args, parser.inputs), parser.files(args, parser.outputs)
+    for index, output in enumerate(outputs):
+        for path in inputs:
+            if same_file(output, path):
+                raise UsageError(f"{output} is both an input and an output")
+        for other in outputs[:index]:
+            if same_file(output, other):
+                raise UsageError(f"{output} is named as two outputs")
+
+
+def one_line(text):
+    return str(text).replace("\n", "\\n").replace("\r", "\\r")
+
+
+def fail(prog, message, status):
+    sys.stderr.write(f"{prog}: error: {one_line(message)}\n")
+    return status
+
+
+def describe(error, outputs=()):
+    """One line for an error raised by domain code or the system (``outputs``: the files being written)."""
+    if isinstance(error, OSError):
+        if not error.filename:
+            return f"cannot read or write: {error.strerror or error}"
+        verb = "write" if error.filename in outputs else "read"
+        return f"{error.filename}: cannot {verb}: {error.strerror or error}"
+    if isinstance(error, RecursionError):
+        return "an input is nested too deeply"
+    if isinstance(error, MemoryError):
+        return "out of memory"
+    if isinstance(error, (LookupError, TypeError)):  # an input of the wrong shape reached the domain code
+        return f"an input has the wrong shape ({type(error).__name__}: {shown(error, 200)})"
+    return str(error) or type(error).__name__
+
+
+def emit(text):
+    """Write the command's standard output; False when it is closed or full (nothing more is said)."""
+    stream = sys.stdout
+    try:
+        if isinstance(text, bytes):
+            stream.buffer.write(text)
+        else:
+            stream.write(text)
+        stream.flush()
+    except (OSError, AttributeError, ValueError):
+        try:  # so that Python's own flush at exit does not report the same failure
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, AttributeError, ValueError):
+            pass
+        return False
+    return True
+
+
+def exit_code(call):
+    """``call()``'s result, or the code of the SystemExit it raised (the lab scripts' parsers exit)."""
+    try:
+        return call()
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 1
+
+
+ERRORS = (ValueError, OSError, ArithmeticError, RecursionError, MemoryError, LookupError, TypeError)
+
+
+def run(build, execute, argv, prog):
+    """Parse ``argv`` with ``build(prog)``, run ``execute(args, parser)`` (which returns :class:`Outputs`),
+    write its outputs; return the exit code. Every error is one line on stderr."""
+    parser = command = build(prog)
+    outputs = []
+    try:
+        args = parser.parse_args(argv)
+        command = getattr(args, "parser", parser)  # a subcommand's own parser, when there are subcommands
+        outputs = command.files(args, command.outputs)
+        check_paths(command, args)
+        result = execute(args, command)
+        write_together(result.files)
+    except UsageError as error:
+        return fail(getattr(error, "prog", None) or command.prog, error, 2)
+    except SystemExit as done:  # --help
+        return done.code if isinstance(done.code, int) else 0
+    except KeyboardInterrupt:
+        return fail(command.prog, "interrupted", 130)
+    except ERRORS as error:
+        return fail(command.prog, describe(error, outputs), 1)
+    if result.stdout is not None and not emit(result.stdout):
+        return 1
+    return 0

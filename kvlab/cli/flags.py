@@ -1,0 +1,131 @@
+"""Flag groups that several commands share, each declared once: the workload's source and its settings, the
+cache's rules and policies, and a plan's setting (model, chunks, rooms)."""
+
+import math
+
+from kvlab.cache.eviction import EVICTION_POLICIES
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES, make_cache
+from kvlab.cli.base import UsageError, argument, listing
+from kvlab.files import shown
+from kvlab.workloads import WORKLOADS, WorkloadError, whole_number
+
+__all__ = [
+    "add_block_rule_arguments",
+    "add_cache_policy_arguments",
+    "add_lmcache_switches",
+    "add_workload_arguments",
+    "build_cache",
+    "hit_ratio",
+    "make_workload",
+    "rooms",
+    "tokens",
+]
+
+tokens = argument(whole_number(0))  # a room in tokens
+block_tokens = argument(whole_number(1))
+
+
+def hit_ratio(text):
+    """A token hit ratio in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a ratio between 0 and 1, got {shown(text)}")
+    return value
+
+
+def add_workload_arguments(parser):
+    """``--workload`` and one argument group per source, with that source's own settings."""
+    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
+    for source in WORKLOADS.values():
+        group = parser.add_argument_group(f"--workload {source.name}")
+        for option in source.options:
+            if option.name == "trace":  # a file: never also an output
+                parser.inputs.append(option.name)
+            group.add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help)
+
+
+def make_workload(args, block_tokens=None):
+    """The chosen source with its own settings; a setting of another source, or a bad one, is a usage error."""
+    source = WORKLOADS[args.workload]
+    for other in WORKLOADS.values():
+        if other is source:
+            continue
+        for option in other.options:
+            if getattr(args, option.name) is not None:
+                raise UsageError(f"{option.flag} is a setting of --workload {other.name}, not {source.name}")
+    settings = {option.name: getattr(args, option.name) for option in source.options}
+    try:
+        return source(block_tokens, **settings)
+    except WorkloadError as error:
+        raise UsageError(str(error)) from None
+
+
+def add_block_rule_arguments(group):
+    """Which blocks are stored, and in which order a request's blocks are accessed."""
+    group.add_argument(
+        "--partial-blocks",
+        choices=PARTIAL_BLOCKS,
+        default="drop",
+        help="store a request's last partial block or not (default drop: only full blocks are cached)",
+    )
+    group.add_argument(
+        "--eviction-order",
+        choices=EVICTION_ORDERS,
+        default="tail-first",
+        help="within a request, evict the tail before the head (default, as vLLM and LMCache) or the head first",
+    )
+
+
+def add_write_policy_argument(group, help_text="how the CPU tier is filled (default write-through, the lab's rule)"):
+    group.add_argument("--write-policy", choices=WRITE_POLICIES, default="write-through", help=help_text)
+
+
+def add_cache_policy_arguments(group):
+    """The cache's rules besides its rooms: block rules, write and eviction policies, LMCache switches."""
+    add_block_rule_arguments(group)
+    add_write_policy_argument(group)
+    for tier in ("gpu", "cpu"):
+        group.add_argument(
+            f"--{tier}-eviction",
+            choices=EVICTION_POLICIES,
+            default="lru",
+            help=f"eviction policy of the {tier.upper()} tier (default lru; opt: Belady's offline optimum)",
+        )
+    add_lmcache_switches(group)
+
+
+def add_lmcache_switches(group):
+    """LMCache's behaviour on write-through (kvlab/cache/write_policies.py)."""
+    group.add_argument(
+        "--touch-cpu-on-gpu-hit",
+        action="store_true",
+        help="write-through only: a GPU hit also refreshes the block's CPU copy (LMCache's lookup)",
+    )
+    group.add_argument(
+        "--re-store-on-gpu-hit",
+        action="store_true",
+        help="write-through only: a GPU-hit block whose CPU copy was evicted is stored on the CPU again (LMCache)",
+    )
+
+
+def cache_settings(args):
+    """The cache settings besides the rooms, as the replay reports them."""
+    return {key: getattr(args, key) for key in CACHE_SETTINGS}
+
+
+def build_cache(args, block):
+    """The cache the arguments describe; a bad combination is a usage error."""
+    settings = cache_settings(args)
+    try:
+        return make_cache(settings.pop("write_policy"), args.gpu_tokens, args.cpu_tokens, block, **settings)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def rooms(what, minimum=0):
+    """A comma-separated grid of distinct rooms in tokens."""
+    return listing(whole_number(minimum), what)

@@ -1,0 +1,67 @@
+"""``kvlab example-measurement``: the SYNTHETIC example TTFT measurement in the lab's schema, not a measurement
+of anything (``kvlab/measure/example.py``)."""
+
+import math
+
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, run
+from kvlab.cli.ttft import named_order, named_rooms
+from kvlab.files import shown
+from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
+
+MAX_MS = 10**9  # about 11.6 days: no latency is longer
+
+
+def milliseconds(text):
+    """A latency in ms: a finite number from 0 to MAX_MS."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_MS:
+        raise ValueError(f"expected milliseconds from 0 to {MAX_MS}, got {shown(text)}")
+    return value
+
+
+def jitter(text):
+    """A relative standard deviation: a finite number from 0 to 10."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 10:
+        raise ValueError(f"expected a relative standard deviation from 0 to 10, got {shown(text)}")
+    return value
+
+
+def build_parser(prog):
+    from kvlab.measure.example import LATENCIES
+
+    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser.add_argument("--config", type=argument(named_rooms), action="append", required=True, metavar="NAME:GPU,CPU")
+    parser.add_argument(
+        "--pass", dest="passes", type=argument(named_order), action="append", required=True, metavar="NAME:fwd|rev"
+    )
+    parser.add_argument("--docs", type=argument(whole_number(0)), required=True)
+    parser.add_argument("--tokens", type=argument(whole_number(0)), required=True)
+    for latency in LATENCIES:
+        flag = f"--{latency.replace('_', '-')}-ms"
+        parser.add_argument(flag, type=argument(milliseconds), required=True, help="mean latency, ms")
+    parser.add_argument("--jitter", type=argument(jitter), required=True, help="relative standard deviation of a draw")
+    parser.add_argument("--seed", type=argument(any_int), required=True)
+    parser.add_output("--out", required=True)
+    return parser
+
+
+def execute(args, parser):
+    from kvlab.measure.example import LATENCIES, generate, jsonl
+
+    if args.docs * len(args.passes) * len(args.config) > MAX_ACCESSES:
+        raise UsageError(f"--docs {args.docs} makes more than {MAX_ACCESSES} requests")
+    configs = [(name, gpu, cpu) for name, (gpu, cpu) in args.config]
+    latency = {name: getattr(args, f"{name}_ms") for name in LATENCIES}
+    records = generate(configs, args.passes, args.docs, args.tokens, latency, args.jitter, args.seed)
+    return Outputs({args.out: jsonl(records)})
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)

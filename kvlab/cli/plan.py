@@ -1,0 +1,91 @@
+"""``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
+recomputed per round, and the GiB full reuse (or a target hit ratio) takes. GB means GiB (2**30 bytes)."""
+
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, run
+from kvlab.cli.flags import add_block_rule_arguments, add_workload_arguments, add_write_policy_argument
+from kvlab.cli.flags import block_tokens, hit_ratio, make_workload, tokens
+from kvlab.files import dump_json
+from kvlab.sizing.model_size import MAX_GIB, decimal_gib
+from kvlab.workloads import whole_number
+
+FORMATS = ("json", "table")
+gib_amount = argument(decimal_gib)
+
+
+def add_plan_arguments(parser):
+    """The setting of a plan: the workload's source, the model, the chunks, the rooms and the write policy."""
+    add_workload_arguments(parser)
+    model = parser.add_argument_group("model")
+    parser.inputs.append("model_config")
+    model.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
+    model.add_argument(
+        "--tp", type=argument(whole_number(1, 2**20)), default=1, help="tensor-parallel degree (default 1); rooms are per GPU"
+    )
+    cache = parser.add_argument_group("cache")
+    cache.add_argument(
+        "--chunk-tokens",
+        type=block_tokens,
+        help="tokens per chunk (default 256, LMCache's; mooncake: 512 or a multiple of it)",
+    )
+    add_block_rule_arguments(cache)
+    gpu = cache.add_mutually_exclusive_group(required=True)
+    gpu.add_argument("--gpu-tokens", type=tokens, help="the GPU's KV room in tokens (vLLM's figure)")
+    gpu.add_argument("--gpu-gb", type=gib_amount, help=f"the GPU's KV room in GiB (2**30 bytes; at most {MAX_GIB})")
+    cache.add_argument(
+        "--cpu-gb",
+        type=gib_amount,
+        default=decimal_gib(0),
+        help=f"CPU offload budget in GiB (2**30 bytes; default 0, at most {MAX_GIB})",
+    )
+    add_write_policy_argument(
+        cache, "how the CPU tier is filled (default write-through: exact curve; others: bisection over replays)"
+    )
+
+
+def plan_setting(args):
+    """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed plan arguments."""
+    from kvlab.sizing.model_size import read_model_config, tokens_in
+
+    workload = make_workload(args, args.chunk_tokens)
+    shape = read_model_config(args.model_config)
+    try:
+        per_token = shape.bytes_per_token(args.tp)
+    except ValueError as error:
+        raise UsageError(f"--tp: {error}") from None
+    gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
+    return workload, shape, per_token, gpu_tokens
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    add_plan_arguments(parser)
+    parser.add_argument(
+        "--target-hit-ratio",
+        type=argument(hit_ratio),
+        help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
+    return parser
+
+
+def execute(args, parser):
+    from kvlab.sizing.plan import model_name, plan, table
+
+    workload, shape, _, gpu_tokens = plan_setting(args)
+    result = plan(
+        workload,
+        model_name(args.model_config),
+        shape,
+        args.tp,
+        gpu_tokens,
+        args.cpu_gb,
+        args.write_policy,
+        args.partial_blocks,
+        args.eviction_order,
+        args.target_hit_ratio,
+    )
+    return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)

@@ -1,0 +1,86 @@
+"""``kvlab policies``: the offload designs side by side. ``cliff``: the lab's CPU cliff per write policy
+(JSON); ``table``: token hit ratios per write x eviction policy over a grid of rooms (CSV)."""
+
+from kvlab.cache.eviction import EVICTION_POLICIES
+from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, make_cache
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run
+from kvlab.cli.flags import add_block_rule_arguments, add_lmcache_switches, add_workload_arguments, make_workload
+from kvlab.cli.flags import rooms, tokens
+from kvlab.files import dump_json
+from kvlab.workloads import pass_list, whole_number
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    write_policies = listing(one_of(WRITE_POLICIES, "write policy"), "write policies")
+
+    cliff = commands.add_parser("cliff", help="the lab's CPU cliff per write policy (JSON)")
+    cliff.set_defaults(parser=cliff)
+    cliff.add_argument("--docs", required=True, type=argument(whole_number(0)))
+    cliff.add_argument("--tokens", required=True, type=argument(whole_number(1)), help="tokens per document")
+    cliff.add_argument("--passes", required=True, type=argument(pass_list), help="e.g. fwd,fwd")
+    cliff.add_argument("--gpu-tokens", required=True, type=tokens)
+    cliff.add_argument("--cpu-tokens", required=True, type=rooms("rooms in tokens"), help="the CPU rooms, comma-separated")
+    cliff.add_argument("--record-pass", required=True, type=argument(whole_number(1)), help="the pass counted")
+    cliff.add_argument("--write-policies", required=True, type=write_policies)
+    cliff.add_output("--out", required=True, help="the JSON file to write")
+
+    table = commands.add_parser("table", help="token hit ratios per write x eviction policy (CSV)")
+    table.set_defaults(parser=table)
+    for tier in ("gpu", "cpu", "block"):
+        grid = rooms(f"{tier} sizes in tokens", 1 if tier == "block" else 0)
+        table.add_argument(f"--{tier}-tokens", required=True, type=grid, help="comma-separated grid")
+    table.add_argument("--write-policies", required=True, type=write_policies)
+    table.add_argument(
+        "--evictions", required=True, type=listing(one_of(EVICTION_POLICIES, "eviction policy"), "eviction policies")
+    )
+    add_block_rule_arguments(table)
+    add_lmcache_switches(table)
+    table.add_output("--out", required=True, help="the CSV file to write")
+    add_workload_arguments(table)
+    return parser
+
+
+def cliff_json(args):
+    from kvlab.policies import cpu_cliff
+    from kvlab.workloads import LabWorkload, WorkloadError
+
+    if args.record_pass > len(args.passes):
+        raise UsageError(f"--record-pass {args.record_pass} but --passes has only {len(args.passes)}")
+    try:  # the lab workload's own limits, before any replay
+        LabWorkload(args.tokens, docs=args.docs, tokens=args.tokens, passes=args.passes)
+    except WorkloadError as error:
+        raise UsageError(str(error)) from None
+    cliff = cpu_cliff(
+        args.docs, args.tokens, args.passes, args.gpu_tokens, args.cpu_tokens, args.write_policies, args.record_pass
+    )
+    return dump_json(cliff)
+
+
+def table_csv(args):
+    from kvlab.policies import hit_table, table_csv
+
+    def make(block):
+        return make_workload(args, block)
+
+    block_rules = {"partial_blocks": args.partial_blocks, "eviction_order": args.eviction_order}
+    switches = {switch: getattr(args, switch) for switch in LMCACHE_SWITCHES}
+    grid = {key: getattr(args, key) for key in ("gpu_tokens", "cpu_tokens", "block_tokens")}
+    for block in grid["block_tokens"]:  # bad settings first (usage errors), then the replays (bad input)
+        make(block)
+    for eviction in args.evictions:
+        try:
+            make_cache("write-through", 0, 0, 1, **block_rules, gpu_eviction=eviction, **switches)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    return table_csv(hit_table(make, grid, args.write_policies, args.evictions, block_rules, switches))
+
+
+def execute(args, parser):
+    text = cliff_json(args) if args.command == "cliff" else table_csv(args)
+    return Outputs({args.out: text})
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)

@@ -1,0 +1,62 @@
+"""``kvlab replay``: a workload through a GPU + CPU prefix cache of KV blocks; one JSON object of reuse figures
+on stdout, and with ``--per-request FILE`` one CSV row per request. On a terminal a progress bar shows on
+stderr for replays longer than a second; it never reaches stdout or a log file."""
+
+import sys
+
+from kvlab.cli.base import Outputs, Parser, run
+from kvlab.cli.flags import add_cache_policy_arguments, add_workload_arguments, block_tokens, build_cache
+from kvlab.cli.flags import cache_settings, make_workload, tokens
+from kvlab.files import dump_json
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    cache = parser.add_argument_group("cache")
+    cache.add_argument("--gpu-tokens", required=True, type=tokens, help="GPU room in tokens")
+    cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")
+    cache.add_argument(
+        "--block-tokens",
+        type=block_tokens,
+        help="tokens per block (default 256, LMCache's chunk; mooncake: 512, the trace's, or a multiple of it)",
+    )
+    add_cache_policy_arguments(cache)
+    parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+    add_workload_arguments(parser)
+    return parser
+
+
+def progress_bar(total, stream=None, delay=1.0):
+    """A tqdm bar on ``stream`` (stderr) only when it is a terminal (tqdm is imported only then); else None."""
+    stream = sys.stderr if stream is None else stream
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total or None, unit="req", file=stream, delay=delay, leave=False, dynamic_ncols=True)
+
+
+def execute(args, parser):
+    from kvlab.replay import per_request_csv, replay, report
+
+    workload = make_workload(args, args.block_tokens)
+    cache = build_cache(args, workload.block_tokens)
+    rows = [] if args.per_request else None
+    bar = progress_bar(len(workload))
+    try:
+        totals = replay(workload, cache, rows, bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    settings = {
+        "gpu_tokens": args.gpu_tokens,
+        "cpu_tokens": args.cpu_tokens,
+        "block_tokens": workload.block_tokens,
+        **cache_settings(args),
+    }
+    files = {args.per_request: per_request_csv(workload, rows)} if rows is not None else {}
+    return Outputs(files, dump_json(report(workload, settings, totals)))
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)

@@ -1,0 +1,112 @@
+"""``kvlab ttft``: what TTFT to expect. ``fit``: the per-tier model fitted to a measurement, predicted vs
+measured; ``sweep``: predicted TTFT per pass across a lab sweep; ``budgets``: predicted TTFT per round at
+each CPU budget of a plan."""
+
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run
+from kvlab.cli.flags import tokens
+from kvlab.cli.plan import add_plan_arguments, plan_setting
+from kvlab.files import csv_text, dump_json, shown
+from kvlab.kvsim import TWO_TIER_CACHES
+from kvlab.sizing.model_size import decimal_gib
+from kvlab.workloads import MAX_ACCESSES, pass_list, whole_number
+
+
+def named_rooms(text):
+    """``NAME:GPU,CPU`` (rooms in tokens)."""
+    name, _, pair = text.partition(":")
+    gpu, _, cpu = pair.partition(",")
+    if not name or not gpu.isdigit() or not cpu.isdigit():
+        raise ValueError(f"expected NAME:GPU,CPU with rooms in tokens, got {shown(text)}")
+    return name, (tokens(gpu), tokens(cpu))
+
+
+def named_order(text):
+    """``NAME:fwd`` or ``NAME:rev``."""
+    name, _, order = text.partition(":")
+    if not name or order not in ("fwd", "rev"):
+        raise ValueError(f"expected NAME:fwd or NAME:rev, got {shown(text)}")
+    return name, order
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    documents = argument(whole_number(1))
+
+    fitting = commands.add_parser("fit", help="fit the model to a measurement; predicted vs measured")
+    fitting.set_defaults(parser=fitting)
+    fitting.add_input("--measurement", required=True, help="the measurement (the lab's JSONL schema)")
+    fitting.add_argument("--docs", required=True, type=documents, help="documents in the setting")
+    fitting.add_argument("--tokens", required=True, type=documents, help="tokens per document")
+    fitting.add_argument("--config", required=True, action="append", type=argument(named_rooms), metavar="NAME:GPU,CPU")
+    fitting.add_argument("--pass", dest="passes", required=True, action="append", type=argument(named_order))
+    fitting.add_output("--model", required=True, help="the model and the comparison (JSON) to write")
+    fitting.add_output("--table", required=True, help="the predicted-vs-measured table (CSV) to write")
+
+    sweep = commands.add_parser("sweep", help="predicted TTFT per pass across a lab sweep's grid (CSV)")
+    sweep.set_defaults(parser=sweep)
+    sweep.add_input("--model", required=True, help="the fitted model (fit's JSON)")
+    sweep.add_argument("--docs", required=True, type=argument(whole_number(0)))
+    sweep.add_argument("--tokens", required=True, type=documents)
+    sweep.add_argument("--passes", required=True, type=argument(pass_list), help="e.g. fwd,fwd")
+    sweep.add_argument("--gpu", type=tokens, default=21520, help="GPU room in tokens when fixed (default 21520)")
+    sweep.add_argument("--cpu", type=tokens, default=0, help="CPU room in tokens when fixed (default 0)")
+    sweep.add_argument("--write-policy", choices=TWO_TIER_CACHES, default="write-through")
+    sweep.add_argument("--vary", required=True, choices=("gpu", "cpu"))
+    sweep.add_argument("--grid", required=True, type=listing(whole_number(0), "rooms in tokens"))
+    sweep.add_output("--out", required=True, help="the CSV file to write")
+
+    budgets = commands.add_parser("budgets", help="predicted TTFT per round at each CPU budget of a plan (CSV)")
+    budgets.set_defaults(parser=budgets)
+    budgets.add_input("--model", required=True, help="the fitted model (fit's JSON)")
+    add_plan_arguments(budgets)
+    budgets.add_argument("--cpu-gb-grid", required=True, type=listing(decimal_gib, "GiB amounts"), help="GiB each")
+    budgets.add_output("--out", required=True, help="the CSV file to write")
+    return parser
+
+
+def check_reads(docs, passes, points=1):
+    """The lab's simulator reads ``docs`` documents per pass at each point: refuse more than it should."""
+    if docs * len(passes) * points > MAX_ACCESSES:
+        raise UsageError(f"--docs {docs} x {len(passes)} passes x {points} points reads more than {MAX_ACCESSES}")
+
+
+def fit(args):
+    from kvlab.latency.ttft import TABLE_COLUMNS, fit_report
+
+    configs = dict(args.config)
+    if len(configs) != len(args.config):
+        raise UsageError("--config: a config name is given twice")
+    check_reads(args.docs, args.passes)
+    document, rows = fit_report(args.measurement, configs, args.passes, args.docs, args.tokens)
+    return {args.model: dump_json(document), args.table: csv_text(rows, TABLE_COLUMNS)}
+
+
+def sweep(args):
+    from kvlab.latency.model import TIERS
+    from kvlab.latency.ttft import read_model, sweep_rows
+
+    check_reads(args.docs, args.passes, len(args.grid))
+    model = read_model(args.model)
+    rooms = {"gpu": args.gpu, "cpu": args.cpu}
+    rows = sweep_rows(model, args.docs, args.tokens, args.passes, rooms, args.vary, args.grid, args.write_policy)
+    columns = (f"{args.vary}_tokens", "pass", *TIERS, "predicted_p50_ms", "predicted_mean_ms")
+    return {args.out: csv_text(rows, columns)}
+
+
+def budgets(args):
+    from kvlab.latency.ttft import read_model, budget_rows
+
+    workload, _, per_token, gpu_tokens = plan_setting(args)
+    model = read_model(args.model)
+    rules = {"partial_blocks": args.partial_blocks, "eviction_order": args.eviction_order}
+    rows = budget_rows(model, workload, gpu_tokens, per_token, args.cpu_gb_grid, args.write_policy, rules)
+    return {args.out: csv_text(rows, tuple(rows[0]) if rows else ("cpu_gb",))}
+
+
+def execute(args, parser):
+    return Outputs({"fit": fit, "sweep": sweep, "budgets": budgets}[args.command](args))
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)

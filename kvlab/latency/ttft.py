@@ -1,0 +1,220 @@
+"""What TTFT to expect: fit the latency model to a measurement, then predict across grids and CPU budgets.
+
+``fit`` replays the measured requests through the lab's simulator in the setting they were
+measured in (each config's rooms, the passes in order), fits the per-tier model
+(``kvlab/latency/model.py``) and sets the predicted per-pass p50 and mean beside the measured ones.
+``sweep`` prices a lab sweep (every grid value, every pass); ``budgets`` prices the planner's
+setting (``kvlab/sizing/plan.py``) at each CPU budget, from a block-level replay per budget. The
+command is ``kvlab ttft`` (``kvlab/cli/ttft.py``).
+"""
+
+from pathlib import Path
+
+from kvlab.cache.write_policies import make_cache
+from kvlab.files import finite, read_json, shown
+from kvlab.kvsim import TWO_TIER_CACHES
+from kvlab.latency.model import TIERS, LatencyModel, tier_of
+from kvlab.replay import ratio, replay
+from kvlab.sizing.model_size import tokens_in
+from kvlab.summarize import CONFIGS, describe, read_records
+from kvlab.workloads import MAX_WHOLE
+
+__all__ = ["TABLE_COLUMNS", "SettingError", "budget_rows", "fit_report", "read_model", "sweep_rows"]
+
+TABLE_COLUMNS = (
+    "config",
+    "pass",
+    "n",
+    *TIERS,
+    "measured_p50_ms",
+    "predicted_p50_ms",
+    "p50_ratio",
+    "measured_mean_ms",
+    "predicted_mean_ms",
+    "mean_ratio",
+)
+
+
+class SettingError(ValueError):
+    """The measurement does not fit the setting; the message names the file and line."""
+
+
+def access_tiers(write_policy, gpu, cpu, reads):
+    """The tier of each read ``(doc, tokens)``, through one two-tier cache of the lab's simulator."""
+    cache = TWO_TIER_CACHES[write_policy](gpu, cpu)
+    return [tier_of(cache.access(doc, tokens), cpu > 0) for doc, tokens in reads]
+
+
+def pass_reads(passes, docs):
+    """``(pass name, doc)`` in reading order: each pass reads documents 0..docs-1 forwards or backwards."""
+    return [(name, doc) for name, order in passes for doc in (range(docs) if order == "fwd" else reversed(range(docs)))]
+
+
+def measured_requests(path, configs, passes, docs):
+    """``{(config, pass, doc): (tokens, ttft_ms)}``; SettingError (naming file:line) for a request the setting has
+    not."""
+    requests = {}
+    for where, record in read_records(path):
+        config, name, doc, tokens = record["config"], record["pass"], record["doc"], record["doc_tokens"]
+        if config not in configs:
+            raise SettingError(f"{where}: config {shown(config)} is not in the setting ({', '.join(configs)})")
+        if name not in passes:
+            raise SettingError(f"{where}: pass {shown(name)} is not in the setting ({', '.join(passes)})")
+        if type(doc) is not int or not 0 <= doc < docs:
+            raise SettingError(f"{where}: doc must be a document number 0..{docs - 1}, got {shown(doc)}")
+        if type(tokens) is not int or not 1 <= tokens <= MAX_WHOLE:
+            raise SettingError(f"{where}: doc_tokens must be a whole number from 1 to {MAX_WHOLE}, got {shown(tokens)}")
+        if (config, name, doc) in requests:
+            raise SettingError(f"{where}: config {shown(config)} pass {shown(name)} reads doc {doc} twice")
+        requests[config, name, doc] = (tokens, record["ttft_ms"])
+    return requests
+
+
+def fit(path, configs, passes, docs, tokens):
+    """The model, and per config and pass the tiers, the measured and the predicted TTFTs of its requests."""
+    requests = measured_requests(path, configs, dict(passes), docs)
+    lengths = {doc: tokens for doc in range(docs)}  # a measured document's own length wins
+    lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
+    reads = pass_reads(passes, docs)
+    served = {}  # (config, pass, doc) -> tier
+    for config, (gpu, cpu) in configs.items():
+        tiers = access_tiers("write-through", gpu, cpu, [(doc, lengths[doc]) for _, doc in reads])
+        served.update({(config, name, doc): tier for (name, doc), tier in zip(reads, tiers, strict=True)})
+    model = LatencyModel.fit((served[key], length, ttft) for key, (length, ttft) in requests.items())
+    if not finite(model.describe()):
+        raise ValueError(f"{path}: the fit is not a finite number (ttft_ms or doc_tokens too large)")
+    per_pass = {}  # (config, pass) -> (tiers, measured, predicted), in the setting's order
+    for config in configs:
+        for name, _ in passes:
+            measured = [(key, value) for key, value in requests.items() if key[:2] == (config, name)]
+            if measured:
+                per_pass[config, name] = (
+                    [served[key] for key, _ in measured],
+                    [ttft for _, (_, ttft) in measured],
+                    [model.predict(served[key], length) for key, (length, _) in measured],
+                )
+    return model, per_pass
+
+
+def comparison(config, name, tiers, measured, predicted):
+    """One row of the table: the pass's tiers, measured and predicted p50 and mean, predicted / measured."""
+    measured_p50, measured_mean = describe(measured)
+    predicted_p50, predicted_mean = describe(predicted)
+    return {
+        "config": config,
+        "pass": name,
+        "n": len(measured),
+        **{tier: tiers.count(tier) for tier in TIERS},
+        "measured_p50_ms": round(measured_p50, 1),
+        "predicted_p50_ms": round(predicted_p50, 1),
+        "p50_ratio": round(predicted_p50 / measured_p50, 3) if measured_p50 else None,
+        "measured_mean_ms": round(measured_mean, 1),
+        "predicted_mean_ms": round(predicted_mean, 1),
+        "mean_ratio": round(predicted_mean / measured_mean, 3) if measured_mean else None,
+    }
+
+
+def offload_ratios(per_pass):
+    """baseline / lmcache p50 per pass, measured and predicted, of the unrounded medians as ``summarize.py``
+    divides them, where both configs have the pass."""
+    first, second = CONFIGS
+    ratios = []
+    for (config, name), (_, measured, predicted) in per_pass.items():
+        if config == first and (second, name) in per_pass:
+            _, other_measured, other_predicted = per_pass[second, name]
+            ratios.append(
+                {
+                    "pass": name,
+                    "measured_p50": quotient(describe(measured)[0], describe(other_measured)[0]),
+                    "predicted_p50": quotient(describe(predicted)[0], describe(other_predicted)[0]),
+                }
+            )
+    return ratios
+
+
+def quotient(numerator, denominator):
+    """Rounded to 2 decimals as ``summarize.py``'s ratios; None when the denominator is 0."""
+    return round(numerator / denominator, 2) if denominator else None
+
+
+def sweep_rows(model, docs, tokens, passes, rooms, vary, grid, write_policy):
+    """Predicted p50 and mean per pass at each grid value of ``vary`` (gpu or cpu), the other room fixed."""
+    rows = []
+    named = [(f"pass{number}", order) for number, order in enumerate(passes, start=1)]
+    reads = pass_reads(named, docs)
+    for value in grid:
+        gpu, cpu = (value, rooms["cpu"]) if vary == "gpu" else (rooms["gpu"], value)
+        tiers = access_tiers(write_policy, gpu, cpu, [(doc, tokens) for _, doc in reads])
+        for name, _ in named:
+            served = [tier for (pass_name, _), tier in zip(reads, tiers, strict=True) if pass_name == name]
+            p50, mean = describe([model.predict(tier, tokens) for tier in served]) if served else (0.0, 0.0)
+            rows.append(
+                {
+                    f"{vary}_tokens": value,
+                    "pass": name,
+                    **{tier: served.count(tier) for tier in TIERS},
+                    "predicted_p50_ms": round(p50, 1),
+                    "predicted_mean_ms": round(mean, 1),
+                }
+            )
+    return rows
+
+
+def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, block_rules):
+    """Predicted p50 and mean per round (and in all) at each CPU budget in GiB, from a replay per budget."""
+    rows = []
+    for budget in budgets:
+        cpu_tokens = tokens_in(budget, per_token)
+        cache = make_cache(write_policy, gpu_tokens, cpu_tokens, workload.block_tokens, **block_rules)
+        requests = []
+        replay(workload, cache, requests)
+        has_cpu = cpu_tokens > 0
+        times = [
+            (r, model.predict_mix(tokens, gpu, cpu, has_cpu), tokens, gpu, cpu)
+            for r, _, _, tokens, gpu, cpu in requests
+        ]
+        for index, name in [(None, "all"), *enumerate(workload.rounds)]:
+            mine = [time for time in times if index is None or time[0] == index]
+            inputs = sum(time[2] for time in mine)
+            hits = sum(time[3] + time[4] for time in mine)
+            p50, mean = describe([time[1] for time in mine]) if mine else (0.0, 0.0)
+            rows.append(
+                {
+                    "cpu_gb": float(budget),
+                    "cpu_tokens": cpu_tokens,
+                    "round": name,
+                    "token_hit_ratio": ratio(hits, inputs),
+                    "predicted_p50_ms": round(p50, 1),
+                    "predicted_mean_ms": round(mean, 1),
+                }
+            )
+    return rows
+
+
+def fit_report(path, configs, passes, docs, tokens):
+    """The model document (fits, per-pass comparison, offload ratios) and the comparison's rows."""
+    model, per_pass = fit(path, configs, passes, docs, tokens)
+    rows = [comparison(config, name, *samples) for (config, name), samples in per_pass.items()]
+    document = {
+        "measurement": Path(path).name,
+        "setting": {
+            "docs": docs,
+            "tokens": tokens,
+            "configs": {name: {"gpu": gpu, "cpu": cpu} for name, (gpu, cpu) in configs.items()},
+            "passes": dict(passes),
+        },
+        "tiers": model.describe(),
+        "passes": rows,
+        "offload_ratio": offload_ratios(per_pass),
+        "max_p50_error": round(max((abs(row["p50_ratio"] - 1) for row in rows if row["p50_ratio"]), default=0), 3),
+    }
+    return document, rows
+
+
+def read_model(path):
+    """The model a ``fit`` wrote; ValueError naming the file if it is not one."""
+    document = read_json(path)
+    try:
+        return LatencyModel.from_description(document["tiers"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"{path}: not a model written by `kvlab ttft fit`") from None

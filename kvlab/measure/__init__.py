@@ -1,0 +1,1 @@
+"""Measurements in the lab's schema: the SYNTHETIC example (``example``)."""

@@ -1,0 +1,38 @@
+"""Fold the per-point scenario outputs of one sweep into ``{"<grid value>": number}`` in grid order.
+
+Each point file is ``scenario.py``'s output for one grid value and is named after that value
+(``work/sweeps/cliff/30000.json``); the collector records one pass's hits or misses per point.
+"""
+
+from pathlib import Path
+
+from kvlab.files import read_json
+
+__all__ = ["VALUES", "collect"]
+
+VALUES = {
+    "hits": lambda counts: counts["gpu_hits"] + counts["cpu_hits"],
+    "misses": lambda counts: counts["misses"],
+}
+
+
+def collect(points, pass_number, value):
+    """Return ``{point stem: value of pass ``pass_number`` (1-based)}`` in the order of ``points``."""
+    folded = {}
+    for point in points:
+        path = Path(point)
+        document = read_json(path)
+        passes = document.get("passes") if isinstance(document, dict) else None
+        if not isinstance(passes, list) or not all(isinstance(one, dict) for one in passes):
+            raise ValueError(f"{path}: not a scenario output (no passes list)")
+        if not 1 <= pass_number <= len(passes):
+            raise ValueError(f"{path}: has {len(passes)} pass(es), cannot record pass {pass_number}")
+        if path.stem in folded:
+            raise ValueError(f"{path}: grid value {path.stem} appears twice")
+        try:
+            folded[path.stem] = VALUES[value](passes[pass_number - 1])
+        except (KeyError, TypeError):
+            raise ValueError(f"{path}: pass {pass_number} has no whole-number counts") from None
+        if type(folded[path.stem]) is not int:
+            raise ValueError(f"{path}: pass {pass_number} has no whole-number counts")
+    return folded
