@@ -8,7 +8,9 @@ SNAKEMAKE := $(BIN)/snakemake
 
 .PHONY: run test lint format bench report clean
 
+# The config is checked as data first (no YTE templating, no alias bombs, the schema), before Snakemake reads it.
 run: $(VENV)/.run-installed
+	$(BIN)/kvlab config config.yaml
 	$(SNAKEMAKE)
 
 test: $(VENV)/.dev-installed
@@ -40,12 +42,20 @@ $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("kvlab needs Python 3.11 or newer" if sys.version_info < (3, 11) else 0)'
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.run-installed: requirements.txt | $(BIN)/python
+# kvlab itself is installed editable (the `kvlab` command); its build backend, setuptools, is pinned in
+# requirements.txt, so the install needs no other download.
+INSTALL_KVLAB = $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+
+$(VENV)/.run-installed: requirements.txt pyproject.toml | $(BIN)/python
+	@echo "Installing the pinned dependencies into $(VENV) (the first time takes a minute or two)..."
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(INSTALL_KVLAB)
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $(BIN)/python
+	@echo "Installing the pinned dependencies and test tools into $(VENV) (the first time takes a minute or two)..."
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(INSTALL_KVLAB)
 	touch $(VENV)/.run-installed $@
 
 # The bench extra, not part of `make run`: see requirements-bench.txt for --no-deps.

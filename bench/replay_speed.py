@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kvlab.cache.write_policies import WriteThrough  # noqa: E402
 from kvlab.replay import replay  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
-from kvlab.cache.write_policies import WriteThrough  # noqa: E402
 
 DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 BLOCK = 512
@@ -128,10 +128,10 @@ def main():
             replay_s = min(replay_s, seconds)
         row = totals[0]
         hit_ratio = (row[5] + row[6]) / row[2]
-        command = [sys.executable, str(ROOT / "kvlab" / "replay.py"), "--workload", "mooncake", "--trace", args.trace]
+        command = [sys.executable, "-m", "kvlab", "replay", "--workload", "mooncake", "--trace", args.trace]
         cli_s, done = timed(
             lambda gpu=gpu, cpu=cpu, command=command: subprocess.run(
-                [*command, "--gpu-tokens", str(gpu), "--cpu-tokens", str(cpu)], capture_output=True, text=True
+                [*command, "--gpu-tokens", str(gpu), "--cpu-tokens", str(cpu)], capture_output=True, text=True, cwd=ROOT
             )
         )
         assert done.returncode == 0 and json.loads(done.stdout)["token_hit_ratio"] == round(hit_ratio, 6)

@@ -123,7 +123,9 @@ def validate(config, root=None, path="config.yaml", schema=SCHEMA):
         where = tuple(error.absolute_path)
         message = error.message
         known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
-        unknown = [key for key in error.instance if key not in known] if error.validator == "additionalProperties" else []
+        unknown = (
+            [key for key in error.instance if key not in known] if error.validator == "additionalProperties" else []
+        )
         if unknown and isinstance(error.instance, dict):
             where = (*where, unknown[0])
             message = f"unknown key (valid here: {', '.join(known)})" if known else "unknown key"

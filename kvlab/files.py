@@ -6,6 +6,7 @@ temporary files beside their targets and renamed over them only when all are com
 gives (not ``mkstemp``'s 0600).
 """
 
+import errno
 import gzip
 import json
 import math
@@ -173,13 +174,13 @@ def write_together(texts):
                 dir=os.path.dirname(os.path.abspath(path)), prefix=".kvlab-", suffix=".tmp"
             )
             written.append((temporary, path))
-            binary = isinstance(text, bytes)
-            with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": "\n"})) as handle:
-                handle.write(text)
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
             os.chmod(temporary, mode)
-        for temporary, target in written:
+        for target in texts:  # a rename over a folder would fail after others were done: check first
             if os.path.isdir(target):
-                raise IsADirectoryError(21, "Is a directory", target)
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
     except OSError as error:
         _discard(written)
         raise OSError(error.errno, error.strerror, error.filename if error.filename in texts else path) from None

@@ -18,7 +18,16 @@ from typing import Any, NamedTuple
 
 from kvlab.files import lines, parse_json, shown
 
-__all__ = ["MAX_ACCESSES", "MAX_WHOLE", "WORKLOADS", "Option", "Request", "Workload", "WorkloadError", "repeat_documents"]
+__all__ = [
+    "MAX_ACCESSES",
+    "MAX_WHOLE",
+    "WORKLOADS",
+    "Option",
+    "Request",
+    "Workload",
+    "WorkloadError",
+    "repeat_documents",
+]
 
 MOONCAKE_BLOCK_TOKENS = 512
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
@@ -308,7 +317,9 @@ def parse_mooncake_line(raw, where):
         raise WorkloadError(f"{where}: timestamp must be a finite number >= 0, got {shown(timestamp)}")
     for field in ("input_length", "output_length"):
         if type(record[field]) is not int or not 0 <= record[field] <= MAX_WHOLE:
-            raise WorkloadError(f"{where}: {field} must be a whole number from 0 to {MAX_WHOLE}, got {shown(record[field])}")
+            raise WorkloadError(
+                f"{where}: {field} must be a whole number from 0 to {MAX_WHOLE}, got {shown(record[field])}"
+            )
     ids = record["hash_ids"]
     if type(ids) is not list or not all(type(block) is int for block in ids):
         raise WorkloadError(f"{where}: hash_ids must be a list of whole numbers")

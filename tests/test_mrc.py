@@ -15,18 +15,16 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import KVLAB, ROOT, load_config, run_python
+from conftest import ROOT, kvlab, load_config, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.curves import mrc
-from kvlab.kvsim import LRUCache
+from kvlab.cache.write_policies import WriteThrough
 from kvlab.curves.mrc import Curve, cliffs, curve_csv, lru_curve, tier_curve
+from kvlab.kvsim import LRUCache
 from kvlab.replay import replay
 from kvlab.workloads import LabWorkload, MooncakeWorkload, Request
-from kvlab.cache.write_policies import WriteThrough
 
-SCRIPT = KVLAB / "mrc.py"
 TRACES = ROOT.parent / "shared" / "traces" / "mooncake"
 TRACE_NAMES = ["conversation_trace.jsonl", "synthetic_trace.jsonl"]
 TRACE_REQUESTS = 300
@@ -449,14 +447,10 @@ def test_lab_cliff_at_256_token_chunks(gpu):
 # --------------------------------------------------------------------------------------------
 
 
-def run_main(argv, capsys):
-    """mrc.main in-process: ``(exit status, stdout, stderr)``."""
-    try:
-        status = mrc.main([str(arg) for arg in argv])
-    except SystemExit as exit:
-        status = exit.code
-    out, err = capsys.readouterr()
-    return status, out, err
+def run_main(argv):
+    """``kvlab mrc ARGV`` in-process: ``(exit status, stdout, stderr)``."""
+    done = kvlab("mrc", *argv)
+    return done.returncode, done.stdout, done.stderr
 
 
 def as_json(document):
@@ -477,10 +471,10 @@ def check_csv(path, curve, tier):
     return table
 
 
-def test_cli_gpu_tier(tmp_path, capsys):
+def test_cli_gpu_tier(tmp_path):
     argv = ["--workload", "lab", "--docs", "6", "--tokens", "3000", "--passes", "fwd,fwd,rev"]
     out_csv = tmp_path / "curve.csv"
-    status, out, err = run_main([*argv, "--target-hit-ratio", "0.3", "--curve", out_csv], capsys)
+    status, out, err = run_main([*argv, "--target-hit-ratio", "0.3", "--curve", out_csv])
     assert (status, err) == (0, "")
     report = json.loads(out)
     assert list(report) == [*TOP_KEYS, "target_hit_ratio", "tokens_for_target", "rounds"]
@@ -509,11 +503,11 @@ def test_cli_gpu_tier(tmp_path, capsys):
     assert sum(gpu_tokens(replay_rows(workload, room - 1, 0))) < report["reusable_tokens"]
 
 
-def test_cli_cpu_tier(tmp_path, capsys):
+def test_cli_cpu_tier(tmp_path):
     argv = ["--workload", "lab", "--docs", "5", "--tokens", "2000", "--block-tokens", "300"]
     argv += ["--partial-blocks", "keep", "--eviction-order", "head-first", "--gpu-tokens", "3000"]
     out_csv = tmp_path / "cpu.csv"
-    status, out, err = run_main([*argv, "--curve", out_csv], capsys)
+    status, out, err = run_main([*argv, "--curve", out_csv])
     assert (status, err) == (0, "")
     report = json.loads(out)
     assert list(report) == [*TOP_KEYS, "rounds"]
@@ -545,7 +539,7 @@ def test_cli_is_deterministic(short_traces, tmp_path):
         target = tmp_path / f"curve{seed}.csv"
         args = ["--workload", "mooncake", "--trace", short_traces["conversation_trace.jsonl"], "--block-tokens", "1024"]
         args += ["--gpu-tokens", "40000", "--target-hit-ratio", "0.2", "--curve", target]
-        proc = run_python(SCRIPT, *args, env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        proc = run_python("-m", "kvlab", "mrc", *args, env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
         assert (proc.returncode, proc.stderr) == (0, "")
         outputs.append((proc.stdout, target.read_bytes()))
     assert outputs[0] == outputs[1]
@@ -578,23 +572,23 @@ def test_cli_is_deterministic(short_traces, tmp_path):
         ["--workload", "lab", "--unknown"],
     ],
 )
-def test_cli_bad_arguments(args, tmp_path, capsys):
+def test_cli_bad_arguments(args, tmp_path):
     """Exit 2, nothing on stdout, one line on stderr; a --curve file already there is left as it was."""
     target = tmp_path / "curve.csv"
     target.write_text("sentinel\n", encoding="utf-8")
-    status, out, err = run_main([*args, "--curve", target], capsys)
+    status, out, err = run_main([*args, "--curve", target])
     assert status == 2
     assert out == ""
-    assert err.startswith("mrc.py: error:") and err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("kvlab mrc: error:") and err.endswith("\n") and err.count("\n") == 1, err
     assert target.read_text(encoding="utf-8") == "sentinel\n"
     assert sorted(tmp_path.iterdir()) == [target]
 
 
 def test_cli_bad_argument_in_a_process():
-    proc = run_python(SCRIPT, "--workload", "lab", "--target-hit-ratio", "2", timeout=120)
+    proc = run_python("-m", "kvlab", "mrc", "--workload", "lab", "--target-hit-ratio", "2", timeout=120)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.startswith("mrc.py: error:") and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("kvlab mrc: error:") and proc.stderr.count("\n") == 1
 
 
 def trace_line(ids, tokens):
@@ -611,34 +605,34 @@ def trace_line(ids, tokens):
     ],
 )
 @pytest.mark.parametrize("gpu", [[], ["--gpu-tokens", "1024"]])
-def test_cli_bad_trace_leaves_the_curve_file(content, where, gpu, tmp_path, capsys):
+def test_cli_bad_trace_leaves_the_curve_file(content, where, gpu, tmp_path):
     """A bad trace: exit nonzero, one line naming the file (and line); the --curve file is untouched."""
     trace = tmp_path / "trace.jsonl"
     if content is not None:
         trace.write_text(content, encoding="utf-8")
     target = tmp_path / "curve.csv"
     target.write_text("sentinel\n", encoding="utf-8")
-    status, out, err = run_main(["--workload", "mooncake", "--trace", trace, *gpu, "--curve", target], capsys)
+    status, out, err = run_main(["--workload", "mooncake", "--trace", trace, *gpu, "--curve", target])
     assert status not in (0, None)
     assert out == ""
-    assert err.startswith("mrc.py: error:") and err.count("\n") == 1, err
+    assert err.startswith("kvlab mrc: error:") and err.count("\n") == 1, err
     assert f"{trace}{where}:" in err
     assert target.read_text(encoding="utf-8") == "sentinel\n"
     assert sorted(tmp_path.iterdir()) == sorted({target, trace} if content is not None else {target})
 
 
-def test_cli_unwritable_curve(tmp_path, capsys):
+def test_cli_unwritable_curve(tmp_path):
     target = tmp_path / "missing" / "curve.csv"
-    status, out, err = run_main(["--workload", "lab", "--docs", "2", "--curve", target], capsys)
+    status, out, err = run_main(["--workload", "lab", "--docs", "2", "--curve", target])
     assert status == 1
     assert out == ""
-    assert err.startswith(f"mrc.py: error: cannot write {target}") and err.count("\n") == 1
+    assert err.startswith(f"kvlab mrc: error: {target}: cannot write") and err.count("\n") == 1
 
 
-def test_cli_replaces_the_curve_file(tmp_path, capsys):
+def test_cli_replaces_the_curve_file(tmp_path):
     target = tmp_path / "curve.csv"
     target.write_text("sentinel\n" * 1000, encoding="utf-8")  # longer than the curve: no leftover tail
-    status, _, err = run_main(["--workload", "lab", "--docs", "3", "--tokens", "700", "--curve", target], capsys)
+    status, _, err = run_main(["--workload", "lab", "--docs", "3", "--tokens", "700", "--curve", target])
     assert (status, err) == (0, "")
     curve = tier_curve(LabWorkload(None, docs=3, tokens=700))
     assert target.read_text(encoding="utf-8") == curve_csv(curve, "gpu")

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.kvsim import LRUCache
 from kvlab.curves.stack_distance import INFINITY, last_positions, presence_intervals, size_classes
+from kvlab.kvsim import LRUCache
 
 # Sizes just below, at and just above powers of two, 0, and a few larger entries.
 SIZES = st.one_of(

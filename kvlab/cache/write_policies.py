@@ -17,7 +17,15 @@ same way whatever the CPU does.
 
 from .prefix import PrefixCache, choose
 
-__all__ = ["CACHE_SETTINGS", "LMCACHE_SWITCHES", "WRITE_POLICIES", "Selective", "WriteBack", "WriteThrough", "make_cache"]
+__all__ = [
+    "CACHE_SETTINGS",
+    "LMCACHE_SWITCHES",
+    "WRITE_POLICIES",
+    "Selective",
+    "WriteBack",
+    "WriteThrough",
+    "make_cache",
+]
 
 
 class WriteThrough(PrefixCache):

@@ -2,8 +2,14 @@
 tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
 
 from kvlab.cli.base import Outputs, Parser, argument, run
-from kvlab.cli.flags import add_block_rule_arguments, add_workload_arguments, block_tokens, hit_ratio
-from kvlab.cli.flags import make_workload, tokens
+from kvlab.cli.flags import (
+    add_block_rule_arguments,
+    add_workload_arguments,
+    block_tokens,
+    hit_ratio,
+    make_workload,
+    tokens,
+)
 from kvlab.files import dump_json
 
 

@@ -2,8 +2,15 @@
 recomputed per round, and the GiB full reuse (or a target hit ratio) takes. GB means GiB (2**30 bytes)."""
 
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run
-from kvlab.cli.flags import add_block_rule_arguments, add_workload_arguments, add_write_policy_argument
-from kvlab.cli.flags import block_tokens, hit_ratio, make_workload, tokens
+from kvlab.cli.flags import (
+    add_block_rule_arguments,
+    add_workload_arguments,
+    add_write_policy_argument,
+    block_tokens,
+    hit_ratio,
+    make_workload,
+    tokens,
+)
 from kvlab.files import dump_json
 from kvlab.sizing.model_size import MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number
@@ -19,7 +26,10 @@ def add_plan_arguments(parser):
     parser.inputs.append("model_config")
     model.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
     model.add_argument(
-        "--tp", type=argument(whole_number(1, 2**20)), default=1, help="tensor-parallel degree (default 1); rooms are per GPU"
+        "--tp",
+        type=argument(whole_number(1, 2**20)),
+        default=1,
+        help="tensor-parallel degree (default 1); rooms are per GPU",
     )
     cache = parser.add_argument_group("cache")
     cache.add_argument(

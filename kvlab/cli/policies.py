@@ -4,8 +4,14 @@
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, make_cache
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run
-from kvlab.cli.flags import add_block_rule_arguments, add_lmcache_switches, add_workload_arguments, make_workload
-from kvlab.cli.flags import rooms, tokens
+from kvlab.cli.flags import (
+    add_block_rule_arguments,
+    add_lmcache_switches,
+    add_workload_arguments,
+    make_workload,
+    rooms,
+    tokens,
+)
 from kvlab.files import dump_json
 from kvlab.workloads import pass_list, whole_number
 
@@ -21,7 +27,9 @@ def build_parser(prog):
     cliff.add_argument("--tokens", required=True, type=argument(whole_number(1)), help="tokens per document")
     cliff.add_argument("--passes", required=True, type=argument(pass_list), help="e.g. fwd,fwd")
     cliff.add_argument("--gpu-tokens", required=True, type=tokens)
-    cliff.add_argument("--cpu-tokens", required=True, type=rooms("rooms in tokens"), help="the CPU rooms, comma-separated")
+    cliff.add_argument(
+        "--cpu-tokens", required=True, type=rooms("rooms in tokens"), help="the CPU rooms, comma-separated"
+    )
     cliff.add_argument("--record-pass", required=True, type=argument(whole_number(1)), help="the pass counted")
     cliff.add_argument("--write-policies", required=True, type=write_policies)
     cliff.add_output("--out", required=True, help="the JSON file to write")

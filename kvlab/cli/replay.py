@@ -5,8 +5,15 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 import sys
 
 from kvlab.cli.base import Outputs, Parser, run
-from kvlab.cli.flags import add_cache_policy_arguments, add_workload_arguments, block_tokens, build_cache
-from kvlab.cli.flags import cache_settings, make_workload, tokens
+from kvlab.cli.flags import (
+    add_cache_policy_arguments,
+    add_workload_arguments,
+    block_tokens,
+    build_cache,
+    cache_settings,
+    make_workload,
+    tokens,
+)
 from kvlab.files import dump_json
 
 

@@ -95,7 +95,7 @@ def sweep(args):
 
 
 def budgets(args):
-    from kvlab.latency.ttft import read_model, budget_rows
+    from kvlab.latency.ttft import budget_rows, read_model
 
     workload, _, per_token, gpu_tokens = plan_setting(args)
     model = read_model(args.model)

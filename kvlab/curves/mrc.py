@@ -24,9 +24,9 @@ import numpy as np
 from numba import njit
 
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
-from kvlab.replay import ratio
-from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
 from kvlab.cache.write_policies import WriteThrough
+from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
+from kvlab.replay import ratio
 
 __all__ = ["Curve", "lru_curve", "tier_curve"]
 

@@ -183,5 +183,7 @@ def draw(name, inputs):
                 raise
             raise ValueError(f"{name}: cannot draw from {' '.join(map(str, inputs))}: {error}") from None
         except (KeyError, TypeError, AttributeError, IndexError) as error:  # an input of the wrong shape
-            raise ValueError(f"{name}: cannot draw from {' '.join(map(str, inputs))}: {type(error).__name__} {error}") from None
+            raise ValueError(
+                f"{name}: cannot draw from {' '.join(map(str, inputs))}: {type(error).__name__} {error}"
+            ) from None
         return png(figure)

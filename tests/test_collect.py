@@ -1,9 +1,12 @@
-"""The sweep collector folds per-point scenario outputs into one artifact, in grid order."""
+"""The sweep collector (``kvlab collect``, kvlab/report/sweep.py) folds per-point scenario outputs into one
+artifact, in grid order."""
 
 import json
+import os
+import stat
 
 import pytest
-from conftest import run_python
+from conftest import kvlab
 
 from kvlab import scenario
 from kvlab.report.sweep import collect
@@ -50,17 +53,22 @@ def test_rejects_a_grid_value_twice(tmp_path):
 def test_cli_writes_the_artifact_layout(tmp_path):
     points = [write_point(tmp_path, v, gpu=v, cpu=0, docs=2, tokens=1, passes=["fwd", "fwd"]) for v in (2, 1)]
     out = tmp_path / "sweep.json"
-    done = run_python("-m", "kvlab.report.sweep", "--pass", 2, "--value", "misses", "--out", out, *points)
+    done = kvlab("collect", "--pass", 2, "--value", "misses", "--out", out, *points)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == b'{\n  "2": 0,\n  "1": 2\n}\n'
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~mask  # the umask's mode, as any new file
+    assert not [path for path in tmp_path.iterdir() if path.name.endswith(".tmp")]
 
 
 def test_cli_bad_point_is_one_line_and_no_output(tmp_path):
     bad = tmp_path / "5.json"
     bad.write_text("{}", encoding="utf-8")
     out = tmp_path / "sweep.json"
-    done = run_python("-m", "kvlab.report.sweep", "--pass", 1, "--value", "hits", "--out", out, bad)
-    assert done.returncode != 0
+    done = kvlab("collect", "--pass", 1, "--value", "hits", "--out", out, bad)
+    assert done.returncode == 1
+    assert done.stderr.startswith("kvlab collect: error: ")
     assert done.stderr.count("\n") == 1 and "5.json" in done.stderr
     assert not out.exists()
 
@@ -72,7 +80,19 @@ def test_cli_bad_arguments_are_one_line(tmp_path, bad):
     if not bad:
         args.pop("--value")
     out = tmp_path / "sweep.json"
-    done = run_python("-m", "kvlab.report.sweep", *[x for pair in args.items() for x in pair], "--out", out, point)
+    done = kvlab("collect", *[x for pair in args.items() for x in pair], "--out", out, point)
     assert done.returncode == 2
+    assert done.stderr.startswith("kvlab collect: error: ")
     assert done.stderr.count("\n") == 1 and "error" in done.stderr
     assert not out.exists()
+
+
+def test_cli_refuses_an_output_that_is_a_point(tmp_path):
+    """--out naming one of the points would overwrite an input: a usage error (exit 2), the point unchanged."""
+    points = [write_point(tmp_path, v, gpu=v, cpu=0, docs=2, tokens=1, passes=["fwd", "fwd"]) for v in (2, 1)]
+    before = points[1].read_bytes()
+    done = kvlab("collect", "--pass", 1, "--value", "hits", "--out", points[1], *points)
+    assert done.returncode == 2
+    assert done.stderr.startswith("kvlab collect: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "both an input and an output" in done.stderr
+    assert points[1].read_bytes() == before
