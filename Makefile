@@ -6,12 +6,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 SNAKEMAKE := $(BIN)/snakemake
 
-.PHONY: run test lint format bench report clean
+.PHONY: run check test lint format bench report clean
 
-# The config is checked as data first (no YTE templating, no alias bombs, the schema), before Snakemake reads it.
+# `kvlab run`: config.yaml checked as data first (no YTE templating, no alias bombs, the schema), then Snakemake,
+# one run at a time in this folder, recovering from a killed run. FORCE=results/x.json reruns what makes that
+# file (and what reads it), for a file edited by hand.
 run: $(VENV)/.run-installed
-	$(BIN)/kvlab config config.yaml
-	$(SNAKEMAKE)
+	$(BIN)/kvlab run $(if $(FORCE),-- --forcerun $(FORCE))
+
+# Are the committed results what the committed code and config make? One line per file that is not, with its
+# repair; silent when all are (a full regeneration in work/check/, about half a minute).
+check: $(VENV)/.run-installed
+	@echo "Regenerating every artifact in work/check/ to compare with results/ ..."
+	$(BIN)/kvlab check
 
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest

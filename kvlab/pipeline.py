@@ -5,6 +5,7 @@ Kept out of the ``.smk`` files so that it is tested on its own; the rules only c
 """
 
 import ast
+import json
 import shlex
 from functools import cache
 from itertools import product
@@ -69,6 +70,27 @@ def command_code(command, root="."):
             if parent:
                 todo.append(parent)
     return sorted(module_file(module, root) for module in seen)
+
+
+STAMPS = "work/stamps"
+
+
+def write_stamp(rule, wildcards, settings):
+    """The stamp file of one job: its settings (command line, input list) as text, rewritten only when they
+    change. A rule takes it as an input, so a changed setting reruns the job through file times alone: a fresh
+    clone (no stamps yet) reruns everything, and no decision needs Snakemake's metadata."""
+    name = "-".join(str(value) for value in wildcards.values()) or rule
+    path = Path(STAMPS, rule, f"{name}.json")
+    text = json.dumps(settings, indent=1) + "\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return str(path)
+    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+    return str(path)
 
 
 class ConfigError(ValueError):

@@ -30,6 +30,17 @@ def sweep_record(wildcards):
     return config["sweeps"][wildcards.sweep]["record"]
 
 
+def stamp(rule, *settings):
+    """An input: the job's settings (each a value or a function of the wildcards) in a stamp file under
+    work/stamps/ that changes only when they do (kvlab/pipeline.py, write_stamp)."""
+
+    def path(wildcards):
+        values = [setting(wildcards) if callable(setting) else setting for setting in settings]
+        return pipeline.write_stamp(rule, dict(wildcards), values)
+
+    return path
+
+
 def code(command):
     """The kvlab source files a `python -m kvlab COMMAND` job runs, derived from the imports."""
     return pipeline.command_code(command)

@@ -3,6 +3,7 @@
 
 rule lab_run:
     input:
+        stamp=stamp("lab_run", run_args),
         code=code("scenario"),
     output:
         report("results/{run}.json", caption="../report/lab_run.rst", category="1. The lab"),
@@ -18,6 +19,7 @@ rule lab_run:
 
 rule sweep_point:
     input:
+        stamp=stamp("sweep_point", sweep_point_args),
         code=code("scenario"),
     output:
         pipeline.sweep_point_path("{sweep}", "{value}"),
@@ -34,6 +36,7 @@ rule sweep_point:
 
 rule sweep_collect:
     input:
+        stamp=stamp("sweep_collect", sweep_record, sweep_points),
         points=sweep_points,
         code=code("collect"),
     output:

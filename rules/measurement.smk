@@ -3,6 +3,7 @@
 
 rule example_measurement:
     input:
+        stamp=stamp("example_measurement", pipeline.example_measurement_args(config)),
         code=code("example-measurement"),
     output:
         pipeline.EXAMPLE_MEASUREMENT,
@@ -16,13 +17,14 @@ rule example_measurement:
 
 rule measurement_copy:
     input:
-        config["measurement"]["source"],
+        source=config["measurement"]["source"],
+        stamp=stamp("measurement_copy", config["measurement"]["source"]),
     output:
         "results/ttft.jsonl",
     log:
         "logs/measurement_copy.log",
     shell:
-        "cp {input:q} {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+        "cp {input.source:q} {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
 
 rule measured:

@@ -5,6 +5,7 @@
 rule mrc_gpu:
     input:
         unpack(mrc_inputs),
+        stamp=stamp("mrc_gpu", mrc_args),
     output:
         curve=pipeline.mrc_path("{workload}", "{block}"),
         cliffs=pipeline.mrc_path("{workload}", "{block}", suffix="json"),
@@ -23,6 +24,7 @@ rule mrc_gpu:
 rule mrc_cpu:
     input:
         unpack(mrc_inputs),
+        stamp=stamp("mrc_cpu", mrc_args),
     output:
         curve=pipeline.mrc_path("{workload}", "{block}", "{gpu}"),
         cliffs=pipeline.mrc_path("{workload}", "{block}", "{gpu}", suffix="json"),
@@ -42,6 +44,7 @@ rule mrc_cpu:
 rule plan:
     input:
         unpack(plan_inputs),
+        stamp=stamp("plan", plan_args),
     output:
         report(
             pipeline.plan_path("{plan}"),

@@ -4,6 +4,7 @@
 
 rule plot:
     input:
+        stamp=stamp("plot", plot_artifacts),
         code=code("plots"),
         artifacts=plot_artifacts,
     output:

@@ -4,6 +4,7 @@
 
 rule policy_cliff:
     input:
+        stamp=stamp("policy_cliff", pipeline.policy_cliff_args(config)),
         code=code("policies"),
     output:
         report(
@@ -22,6 +23,7 @@ rule policy_cliff:
 rule policy_table:
     input:
         unpack(policy_table_inputs),
+        stamp=stamp("policy_table", policy_table_args),
     output:
         pipeline.policy_table_path("{workload}"),
     log:

@@ -5,6 +5,7 @@
 rule replay_point:
     input:
         unpack(replay_inputs),
+        stamp=stamp("replay_point", replay_args),
     output:
         pipeline.replay_point_path("{workload}", "{gpu}", "{cpu}", "{block}"),
     log:
@@ -22,6 +23,7 @@ rule replay_point:
 
 rule replay_table:
     input:
+        stamp=stamp("replay_table", replay_points),
         points=replay_points,
         code=code("replay-table"),
     output:

@@ -4,6 +4,7 @@
 
 rule ttft_fit:
     input:
+        stamp=stamp("ttft_fit", pipeline.ttft_fit_args(config)),
         code=code("ttft"),
         measurement=pipeline.MEASUREMENT,
     output:
@@ -24,6 +25,7 @@ rule ttft_fit:
 
 rule ttft_sweep:
     input:
+        stamp=stamp("ttft_sweep", ttft_sweep_args),
         code=code("ttft"),
         model=pipeline.TTFT_MODEL,
     output:
@@ -41,6 +43,10 @@ rule ttft_sweep:
 rule ttft_budgets:
     input:
         unpack(ttft_budgets_inputs),
+        stamp=stamp(
+            "ttft_budgets",
+            pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
+        ),
     output:
         pipeline.ttft_budgets_path("{plan}"),
     log:

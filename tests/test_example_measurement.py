@@ -1,10 +1,11 @@
-"""The SYNTHETIC example measurement: tiers decided by the simulator, TTFT drawn around per-tier latencies."""
+"""The SYNTHETIC example measurement (kvlab/measure/example.py, ``kvlab example-measurement``): tiers decided by the
+simulator, TTFT drawn around per-tier latencies."""
 
 import json
 import shlex
 
 import pytest
-from conftest import run_python
+from conftest import ROOT, kvlab, load_config
 
 from kvlab.measure import example as example_measurement
 from kvlab import pipeline
@@ -78,21 +79,40 @@ def test_cli_with_the_pipelines_arguments_is_deterministic(tmp_path, config):
     args = shlex.split(pipeline.example_measurement_args(config))
     outputs = []
     for name in ("a.jsonl", "b.jsonl"):
-        done = run_python("-m", "kvlab.measure.example", *args, "--out", tmp_path / name)
+        done = kvlab("example-measurement", *args, "--out", tmp_path / name)
         assert done.returncode == 0, done.stderr
+        assert done.stdout == done.stderr == ""
         outputs.append((tmp_path / name).read_bytes())
     assert outputs[0] == outputs[1]
     assert outputs[0].count(b"\n") == 2 * 3 * 10
 
 
+def test_committed_example_is_what_the_pipelines_command_writes(tmp_path):
+    """results/example/ttft.synthetic.jsonl is byte for byte what ``kvlab example-measurement`` writes today."""
+    args = shlex.split(pipeline.example_measurement_args(load_config()))
+    done = kvlab("example-measurement", *args, "--out", tmp_path / "ttft.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ttft.jsonl").read_bytes() == (ROOT / pipeline.EXAMPLE_MEASUREMENT).read_bytes()
+
+
 @pytest.mark.parametrize(
     "bad",
-    [["--config", "baseline"], ["--config", "baseline:1,x"], ["--pass", "p1:up"], ["--docs", "ten"]],
+    [
+        ["--config", "baseline"],
+        ["--config", "baseline:1,x"],
+        ["--pass", "p1:up"],
+        ["--docs", "ten"],
+        ["--docs", str(2**53 + 1)],
+        ["--docs", str(10**8)],  # x 3 passes x 2 configs: more than 10**8 requests
+        ["--seed", str(2**53 + 1)],
+    ],
 )
 def test_cli_rejects_bad_arguments(tmp_path, config, bad):
     args = shlex.split(pipeline.example_measurement_args(config))
     out = tmp_path / "x.jsonl"
-    done = run_python("-m", "kvlab.measure.example", *args, *bad, "--out", out)
+    done = kvlab("example-measurement", *args, *bad, "--out", out)
     assert done.returncode == 2
+    assert done.stderr.startswith("kvlab example-measurement: error: ")
     assert "error" in done.stderr and done.stderr.count("\n") == 1
+    assert done.stdout == ""
     assert not out.exists()

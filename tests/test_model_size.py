@@ -204,15 +204,39 @@ def exact_text(fraction):
 
 
 @SOME
-@given(tokens=st.integers(1, 10**7), per_token=st.integers(1, 4 * 10**6), below=st.integers(10, 13))
+@given(
+    tokens=st.integers(1, 10**7),
+    per_token=st.integers(1, 4 * 10**6).map(lambda units: units * 2**12),  # as real models: a multiple of 4 KiB
+    below=st.integers(10, 13),
+)
 def test_tokens_in_at_and_just_below_an_exact_boundary(tokens, per_token, below):
     """A budget of exactly ``tokens`` tokens' bytes holds them; a hair less (1e-10 to 1e-13 GiB, under a byte)
-    holds one fewer."""
+    holds one fewer. (With 2**12 dividing the bytes, the boundary is exact in at most 18 decimal places, the most
+    kvlab reads: see the next test for the others.)"""
     text = exact_text(Fraction(tokens * per_token, GIB))
     assert Fraction(text) == Fraction(tokens * per_token, GIB)
     assert tokens_in(text, per_token) == tokens
     hair = Decimal(text) - Decimal(1).scaleb(-below)
     assert tokens_in(hair, per_token) == tokens - 1
+
+
+@SOME
+@given(tokens=st.integers(1, 10**7), per_token=st.integers(1, 4 * 10**6))
+def test_tokens_in_at_a_boundary_to_18_places(tokens, per_token):
+    """Any boundary: written exactly, it is read when it takes at most 18 decimal places and refused (a usage
+    error, not a rounding) when it takes more; rounded up to 18 places it holds the tokens, rounded down (when
+    that is below it) one fewer: 1e-18 GiB is under a byte."""
+    boundary = Fraction(tokens * per_token, GIB)
+    text = exact_text(boundary)
+    places = len(text.partition(".")[2])
+    if places <= 18:
+        assert tokens_in(text, per_token) == tokens
+    else:
+        with pytest.raises(ValueError, match="18 decimal places"):
+            tokens_in(text, per_token)
+    up, down = math.ceil(boundary * 10**18), math.floor(boundary * 10**18)
+    assert tokens_in(Decimal(up).scaleb(-18), per_token) == tokens
+    assert tokens_in(Decimal(down).scaleb(-18), per_token) == (tokens if down == up else tokens - 1)
 
 
 @pytest.mark.parametrize("per_token", [1, 3, 28_672, 57_344, 688_128])
@@ -223,12 +247,38 @@ def test_tokens_in_reads_a_float_as_its_text(per_token):
 
 
 def test_tokens_in_exact_with_many_digits():
-    """Exact decimals also past 28 significant digits (Decimal's default context precision)."""
+    """Exact decimals also past 28 significant digits (Decimal's default context precision): a large budget
+    with 18 decimal places, one 1e-18 GiB below a boundary."""
     per_token = 28_672
-    boundary = Fraction(56_064 * per_token, GIB)
-    assert boundary == Fraction("1.4970703125")
-    text = "1.4970703124999999999999999999"  # 29 significant digits, 1e-28 below the boundary
-    assert tokens_in(text, per_token) == exact_floor_tokens(text, per_token) == 56_063
+    tokens = 10**16 + 1
+    boundary = Fraction(tokens * per_token, GIB)
+    text = exact_text(boundary)
+    assert text == "267028808593.750026702880859375"  # 12 + 18 = 30 significant digits, exact
+    assert tokens_in(text, per_token) == tokens
+    below = "267028808593.750026702880859374"  # 1e-18 GiB below
+    assert Fraction(below) == boundary - Fraction(1, 10**18)
+    assert tokens_in(below, per_token) == exact_floor_tokens(below, per_token) == tokens - 1
+    tokens = 4 * 10**16 + 1  # an amount near 2**40 GiB: 13 + 18 = 31 significant digits
+    boundary = Fraction(tokens * per_token, GIB)
+    text = exact_text(boundary)
+    below = "1068115234375.000026702880859374"
+    assert Fraction(below) == boundary - Fraction(1, 10**18) and len(below.replace(".", "")) == 31
+    assert tokens_in(text, per_token) == tokens
+    assert tokens_in(below, per_token) == exact_floor_tokens(below, per_token) == tokens - 1
+    # More than 18 places (below a byte of any model) is refused, not rounded.
+    with pytest.raises(ValueError, match="18 decimal places"):
+        tokens_in("1.4970703124999999999999999999", per_token)
+
+
+@pytest.mark.parametrize("value", ["1099511627776", "1099511627776.000000000000000000", str(2**40 - 1)])
+def test_tokens_in_up_to_2_to_the_40_gib(value):
+    assert tokens_in(value, 28_672) == exact_floor_tokens(value, 28_672)
+
+
+@pytest.mark.parametrize("value", ["1099511627776.000000000000000001", "1099511627777", "1e13", str(2**53)])
+def test_tokens_in_refuses_more_than_2_to_the_40_gib(value):
+    with pytest.raises(ValueError, match=f"at most {2**40} GiB"):
+        tokens_in(value, 28_672)
 
 
 @pytest.mark.parametrize("value", ["-1", "-0.0001", "nan", "inf", "abc", "", "1,5"])
@@ -303,9 +353,15 @@ def without(key):
 
 
 BAD_CONFIGS = [
-    pytest.param("not json", "not a JSON", id="text"),
-    pytest.param("", "not a JSON", id="empty"),
-    pytest.param(b"\xff\xfe{", "not a JSON", id="not-utf8"),
+    pytest.param("not json", "malformed JSON", id="text"),
+    pytest.param("", "malformed JSON", id="empty"),
+    pytest.param(b"\xff\xfe{", "not UTF-8 text", id="not-utf8"),
+    # Strict JSON only: no NaN or Infinity, no float beyond the range, no integer too long to convert.
+    pytest.param(b'{"num_hidden_layers": NaN}', "malformed JSON (NaN", id="nan"),
+    pytest.param(b'{"num_hidden_layers": Infinity}', "malformed JSON (Infinity", id="infinity"),
+    pytest.param(b'{"num_hidden_layers": -Infinity}', "malformed JSON (-Infinity", id="minus-infinity"),
+    pytest.param(b'{"num_hidden_layers": 1e400}', "malformed JSON ('1e400' is beyond the float range", id="1e400"),
+    pytest.param(b'{"num_hidden_layers": 1' + b"0" * 5000 + b"}", "malformed JSON", id="long-integer"),
     pytest.param([1, 2], "object", id="array"),
     pytest.param("text", "object", id="string"),
     pytest.param(None, "object", id="null"),

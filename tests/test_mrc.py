@@ -570,6 +570,9 @@ def test_cli_is_deterministic(short_traces, tmp_path):
         ["--workload", "mooncake"],  # needs --trace
         ["--workload", "mooncake", "--trace", "x.jsonl", "--block-tokens", "700"],  # not a multiple of 512
         ["--workload", "lab", "--unknown"],
+        ["--workload", "lab", "--gpu-tokens", str(2**53 + 1)],  # beyond the whole numbers kvlab takes
+        ["--workload", "lab", "--docs", str(2**53 + 1)],
+        ["--workload", "lab", "--docs", "100000", "--tokens", "100000", "--block-tokens", "1"],  # > 10**8 accesses
     ],
 )
 def test_cli_bad_arguments(args, tmp_path):
@@ -619,6 +622,21 @@ def test_cli_bad_trace_leaves_the_curve_file(content, where, gpu, tmp_path):
     assert f"{trace}{where}:" in err
     assert target.read_text(encoding="utf-8") == "sentinel\n"
     assert sorted(tmp_path.iterdir()) == sorted({target, trace} if content is not None else {target})
+
+
+def test_cli_refuses_a_curve_over_its_trace(tmp_path):
+    """--curve naming the --trace file (or a link to it): a usage error, and the trace is left as it was."""
+    trace = tmp_path / "trace.jsonl"
+    content = trace_line([1, 2], 1024) + trace_line([1, 3], 1024)
+    trace.write_text(content, encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(trace)
+    for target in (trace, link):
+        status, out, err = run_main(["--workload", "mooncake", "--trace", trace, "--curve", target])
+        assert (status, out) == (2, "")
+        assert err == f"kvlab mrc: error: {target} is both an input and an output\n"
+        assert trace.read_text(encoding="utf-8") == content
+    assert sorted(tmp_path.iterdir()) == [link, trace]
 
 
 def test_cli_unwritable_curve(tmp_path):

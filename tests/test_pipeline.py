@@ -9,10 +9,10 @@ from conftest import SCHEMA, both, deleter, setter
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline
-from kvlab import policies
-from kvlab import replay
-from kvlab import scenario
+from kvlab import pipeline, scenario
+from kvlab.cli import policies as policies_command
+from kvlab.cli import replay as replay_command
+from kvlab.cli.flags import make_workload
 
 
 def test_committed_config_is_valid(config):
@@ -153,7 +153,7 @@ def test_cross_field_rules(config, mutate, message):
 
 
 def parse(args):
-    """Parse a generated scenario.py command line with scenario.py's own parser."""
+    """Parse a generated scenario command line with scenario.py's own parser (``kvlab scenario`` uses it too)."""
     return scenario.build_parser().parse_args(shlex.split(args))
 
 
@@ -218,8 +218,8 @@ def test_name_pattern_matches_exactly_the_names():
 
 
 def parse_replay(args):
-    """Parse a generated replay.py command line with replay.py's own parser."""
-    return replay.build_parser().parse_args(shlex.split(args))
+    """Parse a generated ``kvlab replay`` command line with the command's own parser."""
+    return replay_command.build_parser("kvlab replay").parse_args(shlex.split(args))
 
 
 def test_replay_args_carry_the_workload_settings_and_the_point(config):
@@ -227,7 +227,7 @@ def test_replay_args_carry_the_workload_settings_and_the_point(config):
     for name, spec in config["replay"]["workloads"].items():
         args = parse_replay(pipeline.replay_args(config, name, "21520", "0", "256"))
         assert (args.workload, args.gpu_tokens, args.cpu_tokens, args.block_tokens) == (spec["source"], 21520, 0, 256)
-        workload = replay.make_workload(args)
+        workload = make_workload(args)
         for key, value in spec.items():
             if key not in ("source", "rooms", "partial_blocks", "eviction_order"):
                 assert getattr(workload, key) == value, key
@@ -262,7 +262,7 @@ def test_all_targets_include_one_replay_table_per_workload(config):
 
 
 def test_replay_args_carry_the_policies_and_the_switches(config):
-    """Every cache setting reaches replay.py: names as values, a true switch as a bare flag, a false one not at all."""
+    """Every cache setting reaches ``kvlab replay``: names as values, a true switch as a bare flag, a false one not at all."""
     lab = config["replay"]["workloads"]["lab"]
     lab.update(write_policy="write-back", gpu_eviction="opt", cpu_eviction="arc")
     config["replay"]["touch_cpu_on_gpu_hit"] = True
@@ -276,8 +276,8 @@ def test_replay_args_carry_the_policies_and_the_switches(config):
 
 
 def parse_policy(args):
-    """Parse a generated policies.py command line with its own parser."""
-    return policies.build_parser().parse_args(shlex.split(args))
+    """Parse a generated ``kvlab policies`` command line with the command's own parser."""
+    return policies_command.build_parser("kvlab policies").parse_args(shlex.split(args))
 
 
 def test_policy_cliff_args_take_the_lab_sweep_and_the_policy_grid(config):

@@ -1,23 +1,19 @@
-"""Tests of kvlab/sizing/plan.py: the lab's rooms and cliffs, the per-round figures against kvlab/replay.py for every write
+"""Tests of kvlab/sizing/plan.py: the lab's rooms and cliffs, the per-round figures against `kvlab replay` for every write
 policy and source, the minimality of the budgets it answers, the GiB conversions, the table, and bad input."""
 
-import contextlib
-import io
 import json
 import math
 from decimal import Decimal
 from fractions import Fraction
 
 import pytest
-from conftest import KVLAB, ROOT, run_python
+from conftest import ROOT, kvlab, run_python
 
-import kvlab.sizing.plan as plan_py
 from kvlab.sizing.plan import Planner
 from kvlab.replay import replay
 from kvlab.workloads import WORKLOADS
 from kvlab.cache.write_policies import make_cache
 
-SCRIPT = KVLAB / "plan.py"
 MODELS = ROOT / "models"
 QWEN_1_5B = MODELS / "Qwen2.5-1.5B-Instruct" / "config.json"  # 28,672 bytes per token
 QWEN_7B = MODELS / "Qwen2.5-7B-Instruct" / "config.json"  # 57,344 bytes per token, 4 KV heads
@@ -63,15 +59,15 @@ def exact_gb(tokens, per_token):
 
 
 def run_cli(*args, cwd=ROOT):
-    return run_python(SCRIPT, *args, cwd=cwd, timeout=120)
+    """``kvlab plan ARGS`` in this process (fast): a CompletedProcess."""
+    return kvlab("plan", *args, cwd=cwd)
 
 
 def run_main(*args):
-    """``plan.py ARGS`` in this process (fast); its stdout."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert plan_py.main([str(arg) for arg in args]) == 0
-    return out.getvalue()
+    """``kvlab plan ARGS`` in this process, which must succeed; its stdout."""
+    done = run_cli(*args)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return done.stdout
 
 
 def check_figures(figures):
@@ -99,8 +95,8 @@ def plan_json(*args):
 
 
 def replay_cli(workload_args, gpu, cpu, block, policy, *extra):
-    proc = run_python(
-        KVLAB / "replay.py",
+    proc = kvlab(
+        "replay",
         *workload_args,
         "--gpu-tokens",
         gpu,
@@ -111,7 +107,6 @@ def replay_cli(workload_args, gpu, cpu, block, policy, *extra):
         "--write-policy",
         policy,
         *extra,
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -327,7 +322,7 @@ def test_full_reuse_is_the_smallest_room(trace, source, policy):
 
 
 def test_full_reuse_against_the_replay_command():
-    """The lab's full-reuse room, checked with kvlab/replay.py itself: the most there, less one token below."""
+    """The lab's full-reuse room, checked with `kvlab replay` itself: the most there, less one token below."""
     result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520)
     full = result["cpu_tokens_for_full_reuse"]
     at = replay_cli(LAB, 21520, full, 256, "write-through")
@@ -491,9 +486,10 @@ def test_table_for_people():
 
 
 def test_json_is_deterministic(trace):
+    """The same JSON from a separate process (its own hash seed) and twice in this one."""
     args = ["--workload", "mooncake", "--trace", trace, "--model-config", QWEN_7B, "--gpu-tokens", "300000"]
     args += ["--cpu-gb", "64", "--write-policy", "write-back", "--target-hit-ratio", "0.05"]
-    first, second = run_cli(*args), run_cli(*args)
+    first, second = run_python("-m", "kvlab", "plan", *args, timeout=120), run_cli(*args)
     assert first.returncode == 0 and first.stderr == ""
     assert first.stdout == second.stdout
     assert first.stdout == run_main(*args)
@@ -540,17 +536,30 @@ def test_help_says_gb_is_gib():
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--write-policy", "write-around"], "--write-policy"),
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--trace", "{tmp}/t.jsonl"], "--trace"),
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--docs", "many"], "--docs"),
+        # Limits: GiB up to 2**40 with at most 18 decimal places, whole numbers up to 2**53, 10**8 accesses.
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "1099511627777"], "at most 1099511627776"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "1e400"], "--cpu-gb"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "0." + "0" * 18 + "1"], "18 decimal"),
+        (["--model-config", "{qwen}", "--gpu-gb", "1099511627776.5"], "--gpu-gb"),
+        (["--model-config", "{qwen}", "--gpu-tokens", str(2**53 + 1)], "--gpu-tokens"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--docs", "100000000"], "100000000"),
+        (["--model-config", "{tmp}/nan.json", "--gpu-tokens", "21520"], "{tmp}/nan.json: malformed JSON"),
+        (["--model-config", "{tmp}/huge.json", "--gpu-tokens", "21520"], "{tmp}/huge.json: malformed JSON"),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, args, fragment):
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    config = QWEN_1_5B.read_text(encoding="utf-8")
+    (tmp_path / "nan.json").write_text(config.replace('"num_hidden_layers": 28', '"num_hidden_layers": NaN'))
+    (tmp_path / "huge.json").write_text(config.replace('"num_hidden_layers": 28', '"num_hidden_layers": 1e999'))
+    assert "NaN" in (tmp_path / "nan.json").read_text() and "1e999" in (tmp_path / "huge.json").read_text()
     (tmp_path / "short.json").write_text(json.dumps({"num_hidden_layers": 28}), encoding="utf-8")
     names = {"qwen": QWEN_1_5B, "qwen7b": QWEN_7B, "tmp": tmp_path}
     args = [arg.format(**names) for arg in args]
     proc = run_cli(*LAB, *args)
     assert proc.returncode != 0
     assert proc.stdout == ""
-    assert proc.stderr.startswith("plan.py: error: ")
+    assert proc.stderr.startswith("kvlab plan: error: ")
     assert proc.stderr.endswith("\n") and proc.stderr.count("\n") == 1, proc.stderr
     assert fragment.format(**names) in proc.stderr
 
@@ -572,6 +581,6 @@ def test_bad_trace_is_one_error_line(tmp_path, args, fragment):
     proc = run_cli(*args, "--model-config", QWEN_7B, "--gpu-tokens", "100000")
     assert proc.returncode != 0
     assert proc.stdout == ""
-    assert proc.stderr.startswith("plan.py: error: ")
+    assert proc.stderr.startswith("kvlab plan: error: ")
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert fragment.format(tmp=tmp_path) in proc.stderr

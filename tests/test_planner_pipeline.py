@@ -2,9 +2,7 @@
 targets and command lines kvlab/pipeline.py makes of them, the committed curves and plans they reproduce, and the
 Snakemake rules (rules/planner.smk) on a copy of the project."""
 
-import contextlib
 import csv
-import io
 import json
 import math
 import os
@@ -19,14 +17,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import BIN, ROOT, SCHEMA, load_config, project_files
+from conftest import BIN, ROOT, SCHEMA, kvlab, load_config, project_files
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-import kvlab.curves.mrc as mrc_py
-import kvlab.sizing.plan as plan_py
 from kvlab import pipeline
-from kvlab import replay
+from kvlab.cli import mrc as mrc_cli
+from kvlab.cli import plan as plan_cli
+from kvlab.cli.flags import make_workload
 
 MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
@@ -37,7 +35,7 @@ MOONCAKE = {"source": "mooncake", "trace": "traces/t.jsonl", "rooms": {"block_to
 
 @pytest.fixture(autouse=True)
 def at_root(monkeypatch):
-    """check_config and plan.py read a plan's model_config relative to the working folder, as Snakemake does."""
+    """check_config and `kvlab plan` read a plan's model_config relative to the working folder, as Snakemake does."""
     monkeypatch.chdir(ROOT)
 
 
@@ -139,11 +137,11 @@ def test_committed_planner_artifacts_are_exactly_the_targets(config):
 
 
 def parse_mrc(args):
-    return mrc_py.build_parser().parse_args(shlex.split(args))
+    return mrc_cli.build_parser("kvlab mrc").parse_args(shlex.split(args))
 
 
 def parse_plan(args):
-    return plan_py.build_parser().parse_args(shlex.split(args))
+    return plan_cli.build_parser("kvlab plan").parse_args(shlex.split(args))
 
 
 def test_mrc_args_carry_the_workload_the_block_and_the_tier(config):
@@ -157,7 +155,7 @@ def test_mrc_args_carry_the_workload_the_block_and_the_tier(config):
             assert args.target_hit_ratio == config["mrc"]["target_hit_ratio"]
             assert args.curve is None  # the rule adds its own
             settings = {key: value for key, value in spec.items() if key not in ("source", "rooms")}
-            described = replay.make_workload(args).describe()
+            described = make_workload(args, args.block_tokens).describe()
             assert {key: described[key] for key in settings} == settings
 
 
@@ -237,8 +235,7 @@ def test_plan_args_carry_the_workload_the_model_and_the_rooms(config):
         assert args.cpu_gb == Decimal(str(spec["cpu_gb"]))
         assert args.write_policy == spec["write_policy"]
         assert args.target_hit_ratio == spec.get("target_hit_ratio")
-        args.block_tokens = args.chunk_tokens
-        described = replay.make_workload(args).describe()
+        described = make_workload(args, args.chunk_tokens).describe()
         assert {key: described[key] for key in ("docs", "tokens", "passes")} == {
             key: workload[key] for key in ("docs", "tokens", "passes")
         }
@@ -262,7 +259,7 @@ def test_plan_args_leave_out_what_the_plan_does_not_set(config):
         assert flag not in line
     args = parse_plan(line)
     assert (args.workload, args.model_config, args.gpu_tokens, args.cpu_gb) == ("long_doc_qa", QWEN_7B, 1000, 2)
-    assert (args.tp, args.chunk_tokens, args.write_policy) == (1, None, "write-through")  # plan.py's defaults
+    assert (args.tp, args.chunk_tokens, args.write_policy) == (1, None, "write-through")  # `kvlab plan`'s defaults
     assert pipeline.plan_model(config, "bare") == QWEN_7B
 
 
@@ -274,11 +271,11 @@ def test_plan_args_quote_a_model_path(config):
 # --- the command lines reproduce the committed artifacts -----------------------------------------------------------
 
 
-def run_main(main, argv):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(argv) == 0
-    return out.getvalue()
+def run_main(command, argv):
+    """``kvlab COMMAND ARGV`` in this process, which must succeed; its stdout."""
+    done = kvlab(command, *argv)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return done.stdout
 
 
 CURVES = [
@@ -293,16 +290,16 @@ CURVES = [
 def test_mrc_args_reproduce_the_committed_curve_and_cliffs(config, tmp_path, workload, block, gpu):
     curve = tmp_path / "curve.csv"
     argv = [*shlex.split(pipeline.mrc_args(config, workload, block, gpu)), "--curve", str(curve)]
-    cliffs = run_main(mrc_py.main, argv)
+    cliffs = run_main("mrc", argv)
     assert cliffs == (ROOT / pipeline.mrc_path(workload, block, gpu, "json")).read_text(encoding="utf-8")
     assert curve.read_bytes() == (ROOT / pipeline.mrc_path(workload, block, gpu)).read_bytes()
 
 
 def test_the_lab_curve_command_line_reproduces_it_as_a_script(config, tmp_path):
-    """As the rule runs it: ``python kvlab/curves/mrc.py ARGS --curve FILE`` from the repository root."""
+    """As the rule runs it: ``python -m kvlab mrc ARGS --curve FILE`` from the repository root."""
     curve = tmp_path / "curve.csv"
     args = [*shlex.split(pipeline.mrc_args(config, "lab", 5011, 21520)), "--curve", str(curve)]
-    done = subprocess.run([sys.executable, "kvlab/curves/mrc.py", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "kvlab", "mrc", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (MRC / "lab" / "block5011-cpu-at-gpu21520.json").read_text(encoding="utf-8")
     assert curve.read_bytes() == (MRC / "lab" / "block5011-cpu-at-gpu21520.csv").read_bytes()
@@ -310,14 +307,14 @@ def test_the_lab_curve_command_line_reproduces_it_as_a_script(config, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(load_config()["plans"]))
 def test_plan_args_reproduce_the_committed_plan(config, name):
-    assert run_main(plan_py.main, shlex.split(pipeline.plan_args(config, name))) == (PLAN / f"{name}.json").read_text(
+    assert run_main("plan", shlex.split(pipeline.plan_args(config, name))) == (PLAN / f"{name}.json").read_text(
         encoding="utf-8"
     )
 
 
 def test_the_lab_plan_command_line_reproduces_it_as_a_script(config):
     args = shlex.split(pipeline.plan_args(config, "lab"))
-    done = subprocess.run([sys.executable, "kvlab/sizing/plan.py", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "kvlab", "plan", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (PLAN / "lab.json").read_text(encoding="utf-8")
 
@@ -601,7 +598,9 @@ def test_cross_field_rules(config, mutate, message):
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("{not json", "not a JSON config"),
+        ("{not json", "malformed JSON"),
+        ('{"num_hidden_layers": NaN, "num_attention_heads": 12}', "malformed JSON (NaN"),
+        ('{"num_hidden_layers": 1e999, "num_attention_heads": 12}', "beyond the float range"),
         ("[]", "expected a JSON object"),
         ('{"num_hidden_layers": 28}', "missing"),
         (
@@ -649,8 +648,7 @@ def test_a_mooncake_plan_may_leave_the_chunk_to_the_trace(config, tmp_path):
     config["replay"]["workloads"]["trace"] = MOONCAKE
     config["plans"]["trace"] = {"workload": "trace", "model_config": QWEN_1_5B, "gpu_tokens": 100000, "cpu_gb": 1}
     args = parse_plan(pipeline.plan_args(config, "trace"))
-    args.block_tokens = args.chunk_tokens
-    assert replay.make_workload(args).block_tokens == 512  # what plan.py would use
+    assert make_workload(args, args.chunk_tokens).block_tokens == 512  # what `kvlab plan` would use
     checked(config)
 
 
@@ -690,10 +688,10 @@ def planner_run(tmp_path_factory):
             shutil.copyfile(ROOT / name, copy / name)
         else:
             shutil.copy2(ROOT / name, copy / name)  # keeps mtimes, so numba's cache beside the code stays valid
-    cache = ROOT / "kvlab" / "__pycache__"
-    for compiled in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
-        (copy / "kvlab" / "__pycache__").mkdir(exist_ok=True)
-        shutil.copy2(compiled, copy / "kvlab" / "__pycache__" / compiled.name)
+    for compiled in [*ROOT.glob("kvlab/**/__pycache__/*.nbi"), *ROOT.glob("kvlab/**/__pycache__/*.nbc")]:
+        target = copy / compiled.relative_to(ROOT)
+        target.parent.mkdir(exist_ok=True)
+        shutil.copy2(compiled, target)
     newest = max(path.stat().st_mtime for path in copy.rglob("*") if path.is_file() and path not in results)
     for path in results:  # up to date with respect to their code (they carry no provenance: only mtimes count)
         os.utime(path, (newest + 10, newest + 10))

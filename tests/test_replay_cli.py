@@ -1,21 +1,27 @@
-"""Tests of kvlab/replay.py: the one-JSON-object contract, the per-request CSV, bad flags, equivalence with the
-lab's document-level simulator, the Mooncake trace against an independent count, and two-tier properties."""
+"""Tests of ``kvlab replay`` (kvlab/cli/replay.py over kvlab/replay.py): the one-JSON-object contract, the
+per-request CSV, bad flags, equivalence with the lab's document-level simulator, the Mooncake trace against an
+independent count, two-tier properties, and the progress bar (in a real process on a terminal)."""
 
+import fcntl
 import io
 import json
+import os
 import random
+import struct
+import subprocess
+import sys
+import termios
 
 import pandas as pd
 import pytest
-from conftest import KVLAB, ROOT, run_python
+from conftest import ROOT, kvlab, run_python
 
 from kvlab import replay
 from kvlab import scenario
-from kvlab.replay import progress_bar
 from kvlab.workloads import WORKLOADS
 from kvlab.cache.write_policies import make_cache
+from kvlab.cli.replay import progress_bar
 
-SCRIPT = KVLAB / "replay.py"
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 UNLIMITED = str(10**12)
 FIGURES = [
@@ -37,7 +43,7 @@ CSV_TAIL = ["blocks", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "compu
 
 
 def run_cli(*args, cwd=ROOT):
-    return run_python(SCRIPT, *args, cwd=cwd, timeout=120)
+    return kvlab("replay", *args, cwd=cwd)
 
 
 def ratio(part, whole):
@@ -61,7 +67,7 @@ def run_ok(*args, **kwargs):
     """Run the command; check the one-JSON-object contract and the bookkeeping; return the parsed object."""
     proc = run_cli(*args, **kwargs)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""  # a pipe is not a terminal: no progress bar
+    assert proc.stderr == ""  # not a terminal: no progress bar
     assert proc.stdout.endswith("}\n") and not proc.stdout.endswith("\n\n")
     report = json.loads(proc.stdout)  # the whole stdout: raises on anything printed besides one object
     assert list(report) == TOP_KEYS
@@ -190,7 +196,7 @@ def check_one_line_error(proc):
     assert proc.returncode != 0
     assert proc.stdout == ""
     assert proc.stderr.endswith("\n") and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith("replay.py: error: ")
+    assert proc.stderr.startswith("kvlab replay: error: ")
     assert "Traceback" not in proc.stderr
 
 
@@ -403,17 +409,40 @@ BAD_FLAGS = [
     ([*LAB, "--gpu-eviction", "arc", "--partial-blocks", "keep"], "arc needs equal-sized blocks"),
     ([*LAB, "--write-policy", "write-back", "--touch-cpu-on-gpu-hit"], "touch_cpu_on_gpu_hit applies to"),
     ([*LAB, "--write-policy", "selective", "--re-store-on-gpu-hit"], "re_store_on_gpu_hit applies to"),
+    (["--workload", "lab", "--gpu-tokens", str(2**53 + 1)], f"<= {2**53}"),
+    ([*LAB, "--cpu-tokens", "1" + "0" * 30], f"<= {2**53}"),
+    ([*LAB, "--docs", "20000", "--tokens", "1000000"], "at most 100000000"),
+    (["--workload", "mooncake", "--trace", "{tmp}/t.jsonl", "--gpu-tokens", "1", "--per-request", "{tmp}/t.jsonl"],
+     "both an input and an output"),
 ]
 
 
 @pytest.mark.parametrize("args, fragment", BAD_FLAGS, ids=repr)
 def test_bad_flags(tmp_path, args, fragment):
-    """Exit nonzero with exactly one 'replay.py: error:' line that names the culprit; nothing on stdout."""
+    """Exit nonzero with exactly one 'kvlab replay: error:' line that names the culprit; nothing on stdout."""
     (tmp_path / "t.jsonl").write_text(first_trace_line() + '{"timestamp": 1}\n')
+    before = (tmp_path / "t.jsonl").read_bytes()
     args = [arg.format(tmp=tmp_path, trace=TRACE) for arg in args]
     proc = run_cli(*args)
     check_one_line_error(proc)
     assert fragment in proc.stderr
+    assert (tmp_path / "t.jsonl").read_bytes() == before  # an input is never written over
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--workload", "lab", "--gpu-tokens", str(2**53 + 1)],
+        ["--workload", "lab", "--gpu-tokens", "1", "--docs", "20000", "--tokens", "1000000"],
+        ["--workload", "mooncake", "--trace", TRACE, "--gpu-tokens", "1", "--per-request", TRACE],
+    ],
+    ids=["beyond-2**53", "beyond-10**8-accesses", "output-is-the-trace"],
+)
+def test_usage_errors_exit_2(args):
+    """A number beyond its limit, a workload too large to generate, an output that is an input: usage errors."""
+    proc = run_cli(*args)
+    check_one_line_error(proc)
+    assert proc.returncode == 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,10 +466,57 @@ def test_progress_bar_on_a_terminal():
     assert stream.getvalue().endswith("\r")  # leave=False: the bar's line is erased
 
 
-@pytest.mark.parametrize("stream, delay", [(io.StringIO(), 0), (Terminal(), 1.0)])
-def test_progress_bar_silent(stream, delay):
-    """Nothing on a stream that is not a terminal, nor on a terminal for a replay shorter than the delay."""
-    with progress_bar(5, stream, delay=delay) as bar:
+def test_no_progress_bar_off_a_terminal():
+    """A stream that is not a terminal gets no bar at all (None: the replay makes no call per request)."""
+    stream = io.StringIO()
+    assert progress_bar(5, stream, delay=0) is None
+    assert stream.getvalue() == ""
+
+
+def test_progress_bar_silent_for_a_short_replay():
+    """Nothing on a terminal for a replay shorter than the delay."""
+    stream = Terminal()
+    with progress_bar(5, stream, delay=1.0) as bar:
         for _ in range(5):
             bar.update()
     assert stream.getvalue() == ""
+
+
+def test_the_command_keeps_a_pipe_clean():
+    """The console process with both streams on pipes: no bar on stderr, and stdout is the in-process output."""
+    args = ["replay", "--workload", "lab", "--gpu-tokens", "21520", "--cpu-tokens", "56000"]
+    proc = run_python("-m", "kvlab", *args, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout == kvlab(*args).stdout
+
+
+def test_the_command_shows_a_bar_on_a_terminal():
+    """The console process with stderr on a terminal and stdout on a pipe: a replay longer than the bar's delay
+    (one second) shows the bar on the terminal only; stdout is the one JSON object, untouched by it."""
+    docs = 1500  # 2 x 1500 requests of 3906 blocks through a small GPU: a replay of about two seconds
+    args = ["replay", "--workload", "lab", "--docs", docs, "--tokens", 10**6, "--passes", "fwd,fwd", "--gpu-tokens", 1000]
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # a terminal has a size
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "kvlab", *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, stderr=follower
+        )
+        os.close(follower)
+        terminal = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            terminal += chunk
+        stdout = child.communicate(timeout=120)[0]
+    finally:
+        os.close(leader)
+    assert child.returncode == 0, terminal
+    report = json.loads(stdout)
+    assert report["requests"] == 2 * docs
+    assert f"/{2 * docs}".encode() in terminal and b"req" in terminal
+    assert b"{" not in terminal  # the report never reaches the terminal

@@ -1,10 +1,11 @@
-"""Tests of kvlab/report/replay_table.py: replay.py outputs folded into one CSV, a row per (point, round), "all" first."""
+"""Tests of ``kvlab replay-table`` (kvlab/report/replay_table.py): ``kvlab replay`` outputs folded into one CSV, a
+row per (point, round), "all" first."""
 
 import csv
 import json
 
 import pytest
-from conftest import KVLAB, ROOT, run_python
+from conftest import kvlab
 
 SETTINGS = [
     "block_tokens",
@@ -24,7 +25,7 @@ POINTS = {  # deliberately not in name order: the table must keep the order of i
 
 
 def run_table(out, *points):
-    return run_python("-m", "kvlab.report.replay_table", "--out", out, *points, cwd=ROOT, timeout=120)
+    return kvlab("replay-table", "--out", out, *points)
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def points(tmp_path):
     """The replay outputs of POINTS, written to files; returns {path: parsed JSON} in POINTS order."""
     written = {}
     for name, args in POINTS.items():
-        proc = run_python(KVLAB / "replay.py", "--workload", "lab", *args, cwd=ROOT, timeout=120)
+        proc = kvlab("replay", "--workload", "lab", *args)
         assert proc.returncode == 0, proc.stderr
         path = tmp_path / f"{name}.json"
         path.write_text(proc.stdout)
@@ -93,7 +94,7 @@ def test_not_a_replay_output(tmp_path, points, content):
     """A file that is not a replay output, even after good ones: exit 1, one line naming it, no table."""
     bad = tmp_path / "bad.json"
     if content == "scenario":
-        proc = run_python(KVLAB / "scenario.py", cwd=ROOT, timeout=60)
+        proc = kvlab("scenario")
         assert proc.returncode == 0
         content = proc.stdout
     bad.write_text(content)
@@ -101,7 +102,7 @@ def test_not_a_replay_output(tmp_path, points, content):
     proc = run_table(out, *points, bad)
     assert proc.returncode == 1
     assert proc.stdout == ""
-    assert proc.stderr.startswith("replay_table: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("kvlab replay-table: error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert str(bad) in proc.stderr
     assert not out.exists()
     assert not [path for path in tmp_path.iterdir() if path.name.endswith(".tmp")]
@@ -112,5 +113,17 @@ def test_missing_point(tmp_path, points):
     out = tmp_path / "table.csv"
     proc = run_table(out, *points, tmp_path / "absent.json")
     assert proc.returncode == 1
+    assert proc.stderr.startswith("kvlab replay-table: error: ")
     assert proc.stderr.count("\n") == 1 and "absent.json" in proc.stderr
     assert not out.exists()
+
+
+def test_an_output_that_is_a_point_is_refused(tmp_path, points):
+    """--out naming one of the points would overwrite an input: a usage error (exit 2), the point unchanged."""
+    path = list(points)[0]
+    before = path.read_bytes()
+    proc = kvlab("replay-table", "--out", path, *points)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("kvlab replay-table: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "both an input and an output" in proc.stderr
+    assert path.read_bytes() == before

@@ -205,6 +205,46 @@ def test_long_doc_qa_bad_settings(setting, needle):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Limits: whole numbers up to 2**53, generated workloads up to 10**8 block accesses (checked when made, before a
+# single request is generated).
+# --------------------------------------------------------------------------------------------------------------
+
+
+def test_a_generated_workload_of_exactly_the_limit_is_made():
+    """10**8 block accesses is allowed (the workload is made, not replayed here)."""
+    workload = Lab(block_tokens=256, docs=10**8 // 2, tokens=256, passes="fwd,fwd")
+    assert len(workload) == 10**8
+
+
+@pytest.mark.parametrize(
+    ("source", "setting", "needles"),
+    [
+        ("lab", {"docs": 10**8 // 2 + 1, "tokens": 256, "passes": "fwd,fwd"}, ["100000002", "at most 100000000"]),
+        ("lab", {"docs": 10**8 + 1, "tokens": 1, "passes": "fwd"}, ["at most 100000000"]),
+        ("lab", {"docs": 1, "tokens": 2**53, "passes": "fwd"}, ["at most 100000000"]),
+        ("lab", {"tokens": 2**53 + 1}, ["--tokens", f"<= {2**53}"]),
+        ("lab", {"docs": str(2**53 + 1)}, ["--docs", f"<= {2**53}"]),
+        ("lab", {"block_tokens": 2**53 + 1}, ["--block-tokens", f"<= {2**53}"]),
+        ("long_doc_qa", {"num_documents": 1, "document_length": 256 * 10**8}, ["300000000", "at most 100000000"]),
+        ("long_doc_qa", {"num_documents": 10**8 + 1, "document_length": 1, "repeat_count": 0}, ["at most 100000000"]),
+        ("long_doc_qa", {"shuffle_seed": 2**53 + 1}, ["--shuffle-seed", str(2**53)]),
+        ("long_doc_qa", {"shuffle_seed": -(2**53) - 1}, ["--shuffle-seed", str(2**53)]),
+    ],
+    ids=repr,
+)
+def test_limits(source, setting, needles):
+    """A setting beyond its limit is refused at construction, in one line naming the limit."""
+    with pytest.raises(WorkloadError) as excinfo:
+        WORKLOADS[source](**setting)
+    check_one_line_error(excinfo, *needles)
+
+
+@pytest.mark.parametrize("seed", [2**53, -(2**53)])
+def test_a_seed_at_the_limit_is_allowed(seed):
+    assert LongDocQA(num_documents=3, document_length=10, shuffle_seed=seed).shuffle_seed == seed
+
+
+# --------------------------------------------------------------------------------------------------------------
 # mooncake: JSONL traces of 512-token hash IDs, streamed line by line.
 # --------------------------------------------------------------------------------------------------------------
 
@@ -329,6 +369,8 @@ BAD_LINES = {
     "input_length bool": json.dumps(trace_line(tokens=True, ids=[0])),
     "output_length string": json.dumps(trace_line(output="10")),
     "output_length negative": json.dumps(trace_line(output=-5)),
+    "input_length beyond 2**53": json.dumps(trace_line(tokens=2**53 + 1, ids=[0])),
+    "output_length beyond 2**53": json.dumps(trace_line(output=2**53 + 1)),
     "hash_ids not a list": json.dumps(trace_line(tokens=1, ids=7)),
     "hash_ids with a string": json.dumps(trace_line(tokens=1000, ids=[0, "1"])),
     "hash_ids with a float": json.dumps(trace_line(tokens=1000, ids=[0, 1.0])),

@@ -10,27 +10,29 @@ import sys
 
 __all__ = ["COMMANDS", "main"]
 
-# name: (module under kvlab.cli, its function, one line of help)
+# name: (its module under kvlab.cli, whose main(argv, prog) runs it; one line of help)
 COMMANDS = {
-    "scenario": ("scenario", "main", "the lab's scenario: documents read in passes through a GPU (+ CPU) LRU cache"),
-    "summarize": ("summarize", "main", "a TTFT measurement (JSONL) as per-pass medians, means and offload ratios"),
-    "replay": ("replay", "main", "a workload through a two-tier prefix cache of KV blocks: its reuse figures"),
-    "mrc": ("mrc", "main", "the exact LRU curve of a tier at every room, and its cliffs"),
-    "plan": ("plan", "main", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
-    "policies": ("policies", "main", "the offload designs side by side: write x eviction policies over rooms"),
-    "ttft": ("ttft", "main", "the TTFT model: fit it to a measurement, price sweeps and CPU budgets"),
-    "plots": ("plots", "main", "a figure of results/plots/ drawn from artifacts"),
-    "collect": ("collect", "main", "fold a lab sweep's scenario outputs into one artifact"),
-    "replay-table": ("replay_table", "main", "fold replay outputs into one CSV table"),
-    "example-measurement": ("measure", "main", "write the SYNTHETIC example TTFT measurement"),
-    "config": ("config", "main", "check a config.yaml (safe YAML, schema, cross-field rules) before a run"),
+    "scenario": ("scenario", "the lab's scenario: documents read in passes through a GPU (+ CPU) LRU cache"),
+    "summarize": ("summarize", "a TTFT measurement (JSONL) as per-pass medians, means and offload ratios"),
+    "replay": ("replay", "a workload through a two-tier prefix cache of KV blocks: its reuse figures"),
+    "mrc": ("mrc", "the exact LRU curve of a tier at every room, and its cliffs"),
+    "plan": ("plan", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
+    "policies": ("policies", "the offload designs side by side: write x eviction policies over rooms"),
+    "ttft": ("ttft", "the TTFT model: fit it to a measurement, price sweeps and CPU budgets"),
+    "plots": ("plots", "a figure of results/plots/ drawn from artifacts"),
+    "collect": ("collect", "fold a lab sweep's scenario outputs into one artifact"),
+    "replay-table": ("replay_table", "fold replay outputs into one CSV table"),
+    "example-measurement": ("measure", "write the SYNTHETIC example TTFT measurement"),
+    "config": ("config", "check a config.yaml (safe YAML, schema, cross-field rules) before a run"),
+    "check": ("check", "are the committed results what the code and config make? (a full regeneration)"),
+    "run": ("run", "the whole pipeline (Snakemake), one run at a time per folder, recovering a killed one"),
 }
 
 
 def usage():
     width = max(map(len, COMMANDS))
     lines = ["usage: kvlab COMMAND [flags]   (kvlab COMMAND --help for its flags)", "", "commands:"]
-    lines += [f"  {name:<{width}}  {help_text}" for name, (_, _, help_text) in COMMANDS.items()]
+    lines += [f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -48,9 +50,8 @@ def main(argv=None):
         shown = name if len(name) <= 40 else name[:35] + "..."
         sys.stderr.write(f"kvlab: error: unknown command {shown!r} (commands: {', '.join(COMMANDS)})\n")
         return 2
-    module, function, _ = COMMANDS[name]
-    command = getattr(importlib.import_module(f"kvlab.cli.{module}"), function)
-    return command(rest, f"kvlab {name}")
+    module = importlib.import_module(f"kvlab.cli.{COMMANDS[name][0]}")
+    return module.main(rest, f"kvlab {name}")
 
 
 def entry():

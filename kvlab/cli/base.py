@@ -6,12 +6,13 @@ Exit codes: 0 done; 2 a usage error (a flag, a setting, an output that is also a
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
 from kvlab.files import shown, write_together
 
-__all__ = ["Outputs", "Parser", "UsageError", "argument", "listing", "one_of", "run"]
+__all__ = ["Outputs", "Parser", "UsageError", "argument", "listing", "one_of", "run", "summary"]
 
 
 class UsageError(Exception):
@@ -58,6 +59,13 @@ class Outputs:
 
     files: dict = field(default_factory=dict)
     stdout: str | bytes | None = None
+    status: int = 0  # the exit code when all went well (a command that runs another program passes its code on)
+
+
+def summary(doc):
+    """A command's ``--help`` description from its module docstring: the first paragraph, as plain text."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    return re.sub(r"^``kvlab [a-z -]+``: ", "", paragraph).replace("``", "")
 
 
 def argument(convert):
@@ -197,4 +205,4 @@ def run(build, execute, argv, prog):
         return fail(command.prog, describe(error, outputs), 1)
     if result.stdout is not None and not emit(result.stdout):
         return 1
-    return 0
+    return result.status

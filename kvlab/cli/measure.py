@@ -3,7 +3,7 @@ of anything (``kvlab/measure/example.py``)."""
 
 import math
 
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, run
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
 from kvlab.cli.ttft import named_order, named_rooms
 from kvlab.files import shown
 from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
@@ -36,7 +36,7 @@ def jitter(text):
 def build_parser(prog):
     from kvlab.measure.example import LATENCIES
 
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("--config", type=argument(named_rooms), action="append", required=True, metavar="NAME:GPU,CPU")
     parser.add_argument(
         "--pass", dest="passes", type=argument(named_order), action="append", required=True, metavar="NAME:fwd|rev"

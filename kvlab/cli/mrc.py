@@ -1,7 +1,7 @@
 """``kvlab mrc``: the exact LRU curve of the GPU tier at every GPU room, or with ``--gpu-tokens`` the CPU
 tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
 
-from kvlab.cli.base import Outputs, Parser, argument, run
+from kvlab.cli.base import Outputs, Parser, argument, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_workload_arguments,
@@ -14,7 +14,7 @@ from kvlab.files import dump_json
 
 
 def build_parser(prog):
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     cache = parser.add_argument_group("cache (LRU on both tiers, write-through)")
     cache.add_argument(
         "--block-tokens",

@@ -1,7 +1,7 @@
 """``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
 recomputed per round, and the GiB full reuse (or a target hit ratio) takes. GB means GiB (2**30 bytes)."""
 
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, run
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_workload_arguments,
@@ -67,7 +67,7 @@ def plan_setting(args):
 
 
 def build_parser(prog):
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     add_plan_arguments(parser)
     parser.add_argument(
         "--target-hit-ratio",

@@ -1,12 +1,12 @@
 """``kvlab plots``: one figure of results/plots/ drawn from artifacts, byte for byte the same every run."""
 
-from kvlab.cli.base import Outputs, Parser, run
+from kvlab.cli.base import Outputs, Parser, run, summary
 
 NAMES = ("gpu_cliff", "cpu_cliff", "mrc", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets")
 
 
 def build_parser(prog):
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("plot", choices=NAMES)
     parser.add_output("--out", required=True, help="the PNG file to write")
     parser.add_input("inputs", nargs="+", help="the artifacts the plot reads")

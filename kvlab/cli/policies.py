@@ -3,7 +3,7 @@
 
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, make_cache
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_lmcache_switches,
@@ -17,7 +17,7 @@ from kvlab.workloads import pass_list, whole_number
 
 
 def build_parser(prog):
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     write_policies = listing(one_of(WRITE_POLICIES, "write policy"), "write policies")
 

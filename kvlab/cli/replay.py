@@ -4,7 +4,7 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 
 import sys
 
-from kvlab.cli.base import Outputs, Parser, run
+from kvlab.cli.base import Outputs, Parser, run, summary
 from kvlab.cli.flags import (
     add_cache_policy_arguments,
     add_workload_arguments,
@@ -18,7 +18,7 @@ from kvlab.files import dump_json
 
 
 def build_parser(prog):
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     cache = parser.add_argument_group("cache")
     cache.add_argument("--gpu-tokens", required=True, type=tokens, help="GPU room in tokens")
     cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")

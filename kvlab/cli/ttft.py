@@ -2,7 +2,7 @@
 measured; ``sweep``: predicted TTFT per pass across a lab sweep; ``budgets``: predicted TTFT per round at
 each CPU budget of a plan."""
 
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run, summary
 from kvlab.cli.flags import tokens
 from kvlab.cli.plan import add_plan_arguments, plan_setting
 from kvlab.files import csv_text, dump_json, shown
@@ -29,7 +29,7 @@ def named_order(text):
 
 
 def build_parser(prog):
-    parser = Parser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = Parser(prog=prog, description=summary(__doc__))
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     documents = argument(whole_number(1))
 

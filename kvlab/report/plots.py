@@ -14,9 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from kvlab.files import read_bytes, read_json  # noqa: E402
+from kvlab.files import lines, parse_json, read_bytes, read_json  # noqa: E402
 
 DPI = 100
 STYLE = {"figure.figsize": (7.5, 5.0), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
@@ -31,8 +32,17 @@ def read_object(path):
 
 
 def read_csv(path):
-    """A CSV table of an artifact, read within the file-size limit."""
-    return pd.read_csv(io.BytesIO(read_bytes(path)))
+    """A CSV table of an artifact, read within the file-size limit; only an empty cell is missing, and an
+    infinite number is a ValueError naming the file."""
+    table = pd.read_csv(io.BytesIO(read_bytes(path)), keep_default_na=False, na_values=[""])
+    if np.isinf(table.select_dtypes("number").to_numpy(dtype=float)).any():
+        raise ValueError(f"{path}: a number is not finite")
+    return table
+
+
+def read_jsonl(path):
+    """A JSON-lines artifact as a table, each line strict JSON (an error names ``file:line``)."""
+    return pd.DataFrame([parse_json(raw, f"{path}:{number}") for number, raw in lines(path) if raw.strip()])
 
 
 def gpu_cliff(cliff, ttft_sweep):
@@ -97,7 +107,7 @@ def curves(*paths):
 
 def ttft_per_pass(measurement):
     """Every measured request's TTFT by pass and config, with the medians."""
-    table = pd.read_json(io.BytesIO(read_bytes(measurement)), lines=True)
+    table = read_jsonl(measurement)
     passes = list(dict.fromkeys(table["pass"]))
     configs = list(dict.fromkeys(table["config"]))
     figure, axis = plt.subplots()

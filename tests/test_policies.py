@@ -1,8 +1,7 @@
-"""Tests of kvlab/policies.py: the CPU cliff per write policy against the lab's artifact and the write-back
-cliff's position, the policy table's order, bookkeeping, bound and agreement with replay.py, the committed
-artifacts, and bad input (one stderr line, nothing written)."""
+"""Tests of ``kvlab policies`` (kvlab/cli/policies.py over kvlab/policies.py): the CPU cliff per write policy
+against the lab's artifact and the write-back cliff's position, the policy table's order, bookkeeping, bound and
+agreement with ``kvlab replay``, the committed artifacts, and bad input (one stderr line, nothing written)."""
 
-import contextlib
 import csv
 import io
 import json
@@ -11,17 +10,13 @@ import shlex
 from itertools import product
 
 import pytest
-from conftest import KVLAB, ROOT, load_config, run_python
+from conftest import ROOT, kvlab, load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline
-from kvlab import policies
-from kvlab import replay
+from kvlab import pipeline, policies
 from kvlab.files import dump_json
 
-SCRIPT = KVLAB / "policies.py"
-REPLAY = KVLAB / "replay.py"
 WRITE_POLICIES = ["write-through", "write-back", "selective"]
 EVICTIONS = ["lru", "fifo", "lfu", "arc", "opt"]
 COLUMNS = [
@@ -42,7 +37,7 @@ GOOD_LINE = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids
 
 
 def run_cli(*args, cwd=ROOT):
-    return run_python(SCRIPT, *args, cwd=cwd, timeout=120)
+    return kvlab("policies", *args, cwd=cwd)
 
 
 def run_ok(*args, out):
@@ -61,11 +56,11 @@ def read_table(text):
 
 
 def replay_report(args):
-    """What kvlab/replay.py prints for ``args``, run in this process (fast enough for a whole grid)."""
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-        assert replay.main([str(arg) for arg in args]) == 0
-    return json.loads(stdout.getvalue())
+    """What ``kvlab replay`` prints for ``args``, run in this process (fast enough for a whole grid)."""
+    proc = kvlab("replay", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    return json.loads(proc.stdout)
 
 
 def report_rounds(report):
@@ -98,19 +93,19 @@ def test_cliff_write_through_is_the_lab_artifact(tmp_path, config):
     committed = json.loads((ROOT / "results" / "cpu_cliff.json").read_text(encoding="utf-8"))
     assert list(committed) == [str(room) for room in lab_grid]  # every lab point is compared below
     rooms = [30066, *reversed(lab_grid), 30065, 100000, 25055]  # extra points, not sorted
-    policies = ["selective", "write-through", "write-back"]
+    designs = ["selective", "write-through", "write-back"]
     args = ["--docs", docs, "--tokens", tokens, "--passes", ",".join(passes), "--gpu-tokens", gpu]
     args += ["--cpu-tokens", ",".join(map(str, rooms)), "--record-pass", record]
-    text = run_ok("cliff", *args, "--write-policies", ",".join(policies), out=tmp_path / "cliff.json")
+    text = run_ok("cliff", *args, "--write-policies", ",".join(designs), out=tmp_path / "cliff.json")
     cliff = json.loads(text)
-    assert list(cliff) == policies
-    for policy in policies:
+    assert list(cliff) == designs
+    for policy in designs:
         assert list(cliff[policy]) == [str(room) for room in rooms], policy
         assert all(type(misses) is int and 0 <= misses <= docs for misses in cliff[policy].values())
     for room in lab_grid:
         assert cliff["write-through"][str(room)] == committed[str(room)], room
     assert text == dump_json(cliff) == json.dumps(cliff, indent=2) + "\n"
-    assert cliff == policies.cpu_cliff(docs, tokens, passes, gpu, rooms, policies, record)
+    assert cliff == policies.cpu_cliff(docs, tokens, passes, gpu, rooms, designs, record)
     # The GPU holds 4 documents: write-back needs room for the other 6, write-through for all 10.
     assert (cliff["write-back"]["30065"], cliff["write-back"]["30066"]) == (10, 0)
     assert (cliff["write-through"]["50109"], cliff["write-through"]["50110"]) == (10, 0)
@@ -250,13 +245,11 @@ def point(row):
 
 
 def test_table_write_through_lru_is_replay_cli(small_table):
-    """The write-through/lru rows are what `python kvlab/replay.py` prints for the same workload and rooms."""
+    """The write-through/lru rows are what ``kvlab replay`` prints for the same workload and rooms."""
     workload, inputs, _, rows = small_table
     source = SMALL[workload][0]
     for block, gpu, cpu in product(*GRID.values()):
-        proc = run_python(REPLAY, *source, "--gpu-tokens", gpu, "--cpu-tokens", cpu, "--block-tokens", block)
-        assert proc.returncode == 0, proc.stderr
-        expected = report_rounds(json.loads(proc.stdout))
+        expected = report_rounds(replay_report([*source, "--gpu-tokens", gpu, "--cpu-tokens", cpu, "--block-tokens", block]))
         assert list(expected) == ["all", *inputs]
         wanted = (str(block), str(gpu), str(cpu), "write-through", "lru")
         mine = {row["round"]: row for row in rows if point(row) == wanted}
@@ -266,7 +259,7 @@ def test_table_write_through_lru_is_replay_cli(small_table):
 
 
 def test_table_every_design_is_replay(small_table):
-    """Every (write policy, eviction) row is replay.py's figures with that policy and eviction on both tiers."""
+    """Every (write policy, eviction) row is ``kvlab replay``'s figures with that policy and eviction on both tiers."""
     workload, _, _, rows = small_table
     source = SMALL[workload][0]
     table = {tuple(row[key] for key in COLUMNS[:6]): figures_of(row) for row in rows}
@@ -279,7 +272,7 @@ def test_table_every_design_is_replay(small_table):
 
 
 def test_table_switches_apply_to_write_through_only(tmp_path):
-    """LMCache's switches change the write-through rows (as replay.py's) and leave the others alone."""
+    """LMCache's switches change the write-through rows (as ``kvlab replay``'s) and leave the others alone."""
     source = ["--workload", "lab", "--docs", "4", "--tokens", "1000", "--passes", "fwd,fwd,rev,fwd"]
     grid = {"gpu_tokens": [2000], "cpu_tokens": [2560], "block_tokens": [256]}
     designs = ["--write-policies", "write-through,write-back,selective", "--evictions", "lru,fifo"]
@@ -346,11 +339,15 @@ def setting(base, flag, value=None):
     return [*args, flag] if value is None else [*args, flag, value]
 
 
-def check_one_line_error(proc, status):
+def check_one_line_error(proc, status, command=None):
+    """One line, exit ``status``; with ``command`` (cliff or table) the line starts with that subcommand's prog
+    (but for an unknown flag, which argparse reports from the top parser)."""
     assert proc.returncode == status, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.endswith("\n") and proc.stderr.count("\n") == 1, proc.stderr
-    assert re.match(r"policy_grid\.py( cliff| table)?: error: ", proc.stderr), proc.stderr  # a subcommand's own prog
+    assert re.match(r"kvlab policies( cliff| table)?: error: ", proc.stderr), proc.stderr  # a subcommand's own prog
+    if command in ("cliff", "table") and "unrecognized arguments" not in proc.stderr:  # argparse's top parser's
+        assert proc.stderr.startswith(f"kvlab policies {command}: error: "), proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -361,7 +358,7 @@ def run_bad(tmp_path, args, status, fragments, old=None, trace=GOOD_LINE):
     if old is not None:
         out.write_text(old, encoding="utf-8")
     proc = run_cli(*[str(arg).format(tmp=tmp_path) for arg in args], "--out", out)
-    check_one_line_error(proc, status)
+    check_one_line_error(proc, status, args[0] if args else None)
     for fragment in fragments:
         assert fragment.format(tmp=tmp_path) in proc.stderr, (fragment, proc.stderr)
     leftovers = sorted(path.name for path in tmp_path.iterdir())
@@ -471,6 +468,33 @@ def test_unwritable_out(tmp_path, command, where):
     """An --out that cannot be written: exit 1, one line, nothing created or left behind."""
     (tmp_path / "folder").mkdir()
     proc = run_cli(*command, "--out", tmp_path / where)
-    check_one_line_error(proc, 1)
+    check_one_line_error(proc, 1, command[0])
     assert "cannot write" in proc.stderr and str(tmp_path / where) in proc.stderr
     assert sorted(path.name for path in tmp_path.rglob("*")) == ["folder"]
+
+
+def test_an_out_file_that_is_the_trace_is_refused(tmp_path):
+    """--out naming the trace would overwrite an input: a usage error (exit 2), the trace unchanged."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(GOOD_LINE, encoding="utf-8")
+    args = [arg.format(tmp=tmp_path) for arg in MOONCAKE]
+    proc = run_cli(*args, "--out", trace)
+    check_one_line_error(proc, 2, "table")
+    assert "both an input and an output" in proc.stderr
+    assert trace.read_text(encoding="utf-8") == GOOD_LINE
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (setting(CLIFF, "--gpu-tokens", str(2**53 + 1)), ["--gpu-tokens", f"<= {2**53}"]),
+        (setting(TABLE, "--cpu-tokens", f"0,{2**53 + 1}"), ["--cpu-tokens", f"<= {2**53}"]),
+        (setting(CLIFF, "--docs", str(10**8 + 1)), ["200000002", "at most 100000000"]),
+        (setting(TABLE, "--docs", str(10**8)), ["at most 100000000"]),
+    ],
+    ids=repr,
+)
+def test_limits_are_usage_errors(tmp_path, args, fragments):
+    """A number beyond 2**53, or a lab workload beyond 10**8 block accesses: exit 2 before any replay."""
+    run_bad(tmp_path, args, 2, fragments)
