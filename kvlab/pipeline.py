@@ -116,10 +116,22 @@ def check_config(config):
     for name, workload in config["replay"]["workloads"].items():
         check_trace_blocks(f"replay.workloads.{name}", workload, replay_rooms(config, name)["block_tokens"])
         check_cache(config, name)
+    check_inputs(config)
     check_policies(config)
     check_mrc(config)
     check_plans(config)
     check_ttft(config)
+
+
+def check_inputs(config):
+    """Every input file config.yaml names exists (but the example measurement, which the pipeline makes)."""
+    named = [("measurement.source", config["measurement"]["source"])]
+    for name, spec in config["replay"]["workloads"].items():
+        if "trace" in spec:
+            named.append((f"replay.workloads.{name}.trace", spec["trace"]))
+    for key, path in named:
+        if path != EXAMPLE_MEASUREMENT and not Path(path).is_file():
+            raise ConfigError(f"config: {key}: {path}: no such file")
 
 
 def check_cache(config, workload):
@@ -171,7 +183,8 @@ def check_mrc(config):
     """The curves' workloads exist and can be cut into their blocks."""
     for workload in config["mrc"]["workloads"]:
         spec = check_replay_workload(config, "mrc.workloads", workload)
-        check_trace_blocks("mrc.block_tokens", spec, config["mrc"]["block_tokens"])
+        key = f"replay.workloads.{workload}.rooms.block_tokens" if "block_tokens" in spec.get("rooms", {}) else None
+        check_trace_blocks(key or "mrc.block_tokens", spec, mrc_grid(config, workload)["block_tokens"])
 
 
 def check_plans(config):
@@ -201,8 +214,9 @@ def check_ttft(config):
         sweep = plots[plot]
         if sweep not in ttft["sweeps"] or config["sweeps"][sweep]["vary"] != room:
             raise ConfigError(f"config: plots.{plot} must name a sweep of {room} rooms in ttft.sweeps, got {sweep!r}")
-    if config["mrc"]["workloads"] and plots["mrc_block_tokens"] not in config["mrc"]["block_tokens"]:
-        raise ConfigError(f"config: plots.mrc_block_tokens {plots['mrc_block_tokens']} is not in mrc.block_tokens")
+    if mrc_plotted(config) != [] or not config["mrc"]["workloads"]:
+        return
+    raise ConfigError(f"config: plots.mrc_block_tokens {plots['mrc_block_tokens']} is no workload's block in mrc")
 
 
 def scenario_args(config, settings, passes):
@@ -358,14 +372,28 @@ def mrc_path(workload, block, gpu=None, suffix="csv"):
     return f"results/mrc/{workload}/block{block}-{tier}.{suffix}"
 
 
+def mrc_grid(config, workload):
+    """The block sizes and GPU rooms of a workload's curves: the ``mrc`` section's, or the workload's own
+    ``rooms`` in ``replay.workloads`` (a trace has its own scale and block size)."""
+    rooms = config["replay"]["workloads"][workload].get("rooms", {})
+    return {key: rooms.get(key, config["mrc"][key]) for key in ("block_tokens", "gpu_tokens")}
+
+
 def mrc_targets(config):
     """Every curve and its cliffs: per workload and block, the GPU tier's, then the CPU tier's per GPU room."""
-    spec = config["mrc"]
     targets = []
-    for workload, block in product(spec["workloads"], spec["block_tokens"]):
-        for gpu in [None, *spec["gpu_tokens"]]:
-            targets += [mrc_path(workload, block, gpu, suffix) for suffix in ("csv", "json")]
+    for workload in config["mrc"]["workloads"]:
+        grid = mrc_grid(config, workload)
+        for block in grid["block_tokens"]:
+            for gpu in [None, *grid["gpu_tokens"]]:
+                targets += [mrc_path(workload, block, gpu, suffix) for suffix in ("csv", "json")]
     return targets
+
+
+def mrc_plotted(config):
+    """The mrc workloads drawn in the curves' figure: those with curves at ``plots.mrc_block_tokens``."""
+    block = config["plots"]["mrc_block_tokens"]
+    return [workload for workload in config["mrc"]["workloads"] if block in mrc_grid(config, workload)["block_tokens"]]
 
 
 def mrc_args(config, workload, block, gpu=None):
@@ -453,19 +481,33 @@ def plot_path(name):
     return f"results/plots/{name}.png"
 
 
+SYNTHETIC_NOTE = "TTFT from the SYNTHETIC example measurement (kvlab/measure/example.py), not a real server"
+MEASURED_PLOTS = ("gpu_cliff", "cpu_cliff", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets")
+
+
+def plot_args(config, plot):
+    """kvlab plots' flags besides the inputs: a note under every figure drawn from the synthetic example."""
+    synthetic = config["measurement"]["source"] == EXAMPLE_MEASUREMENT
+    return f"--note {shlex.quote(SYNTHETIC_NOTE)}" if synthetic and plot in MEASURED_PLOTS else ""
+
+
 def plot_inputs(config):
     """Each plot's input artifacts, in the order kvlab/report/plots.py takes them (a plot whose inputs are not
     configured is left out)."""
-    plots, mrc = config["plots"], config["mrc"]
+    plots = config["plots"]
     inputs = {
         "gpu_cliff": [f"results/{plots['gpu_cliff']}.json", ttft_sweep_path(plots["gpu_cliff"])],
         "cpu_cliff": [POLICY_CLIFF, ttft_sweep_path(plots["cpu_cliff"])],
         "ttft_per_pass": [MEASUREMENT],
         "predicted_vs_measured": [TTFT_TABLE],
     }
-    if mrc["workloads"]:
-        block, rooms = plots["mrc_block_tokens"], [None, *mrc["gpu_tokens"][:1]]
-        inputs["mrc"] = [mrc_path(workload, block, gpu) for workload in mrc["workloads"] for gpu in rooms]
+    if mrc_plotted(config):
+        block = plots["mrc_block_tokens"]
+        inputs["mrc"] = [
+            mrc_path(workload, block, gpu)
+            for workload in mrc_plotted(config)
+            for gpu in [None, *mrc_grid(config, workload)["gpu_tokens"][:1]]
+        ]
     if "budgets" in config["ttft"]:
         inputs["ttft_budgets"] = [ttft_budgets_path(config["ttft"]["budgets"]["plan"])]
     return inputs

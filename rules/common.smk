@@ -109,3 +109,7 @@ def ttft_budgets_inputs(wildcards):
 
 def plot_artifacts(wildcards):
     return PLOT_INPUTS[wildcards.plot]
+
+
+def plot_args(wildcards):
+    return pipeline.plot_args(config, wildcards.plot)

@@ -4,7 +4,7 @@
 
 rule plot:
     input:
-        stamp=stamp("plot", plot_artifacts),
+        stamp=stamp("plot", plot_artifacts, plot_args),
         code=code("plots"),
         artifacts=plot_artifacts,
     output:
@@ -18,5 +18,7 @@ rule plot:
         "logs/plots/{plot}.log",
     wildcard_constraints:
         plot=pipeline.name_pattern(PLOT_INPUTS),
+    params:
+        args=plot_args,
     shell:
-        "python -m kvlab plots {wildcards.plot} --out {output:q} {input.artifacts:q} 2> {log:q}"
+        "python -m kvlab plots {wildcards.plot} {params.args} --out {output:q} {input.artifacts:q} 2> {log:q}"

@@ -7,10 +7,8 @@ import shlex
 import pytest
 from conftest import ROOT, kvlab, load_config
 
+from kvlab import pipeline, scenario, summarize
 from kvlab.measure import example as example_measurement
-from kvlab import pipeline
-from kvlab import scenario
-from kvlab import summarize
 
 LATENCY = {"gpu_hit": 30.0, "cpu_load": 48.6, "recompute": 576.0, "store_overhead": 30.0, "decode": 210.0}
 PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]

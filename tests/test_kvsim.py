@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.kvsim import TWO_TIER_CACHES, LRUCache, SelectiveCache, TwoTierCache, WriteBackCache
 from kvlab.cache.write_policies import make_cache
+from kvlab.kvsim import TWO_TIER_CACHES, LRUCache, SelectiveCache, TwoTierCache, WriteBackCache
 
 # --------------------------------------------------------------------------------------------
 # Independent brute-force model (no OrderedDict, no kvsim).

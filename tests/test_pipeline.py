@@ -262,7 +262,8 @@ def test_all_targets_include_one_replay_table_per_workload(config):
 
 
 def test_replay_args_carry_the_policies_and_the_switches(config):
-    """Every cache setting reaches ``kvlab replay``: names as values, a true switch as a bare flag, a false one not at all."""
+    """Every cache setting reaches ``kvlab replay``: names as values, a true switch as a bare flag, a false one not
+    at all."""
     lab = config["replay"]["workloads"]["lab"]
     lab.update(write_policy="write-back", gpu_eviction="opt", cpu_eviction="arc")
     config["replay"]["touch_cpu_on_gpu_hit"] = True

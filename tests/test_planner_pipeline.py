@@ -783,7 +783,8 @@ def test_appending_a_gpu_room_runs_only_the_cpu_curves_at_it(planner_run, tmp_pa
 
 
 def test_a_new_curve_target_reruns_every_curve_but_no_plan(planner_run, tmp_path):
-    """The curves' command lines are their params: a changed flag reruns them (Snakemake's provenance)."""
+    """The curves' command lines are in their stamp files (work/stamps/): a changed flag rewrites them and so
+    reruns the curves, by file times alone."""
     config, output = extended(planner_run, tmp_path, lambda config: config["mrc"].update(target_hit_ratio=0.9))
     curves = len(config["mrc"]["workloads"]) * len(config["mrc"]["block_tokens"])
     gpus = len(config["mrc"]["gpu_tokens"])
@@ -794,7 +795,9 @@ def test_a_new_curve_target_reruns_every_curve_but_no_plan(planner_run, tmp_path
         "all": 1,
         "total": curves * (1 + gpus) + 2,
     }
-    assert output.count("reason: Params have changed since last execution") == curves * (1 + gpus)
+    stamped = re.findall(r"reason: Updated input files: (work/stamps/\S+)$", output, flags=re.MULTILINE)
+    assert len(stamped) == len(set(stamped)) == curves * (1 + gpus)
+    assert all(re.fullmatch(r"work/stamps/mrc_(gpu|cpu)/[\w-]+\.json", stamp) for stamp in stamped), stamped
     assert "--target-hit-ratio 0.9" in output
 
 
@@ -802,7 +805,8 @@ def test_a_new_cpu_budget_reruns_only_that_plan(planner_run, tmp_path):
     _, output = extended(planner_run, tmp_path, lambda config: config["plans"]["lab"].update(cpu_gb=2))
     assert job_counts(output) == {"plan": 1, "all": 1, "total": 2}
     assert rule_outputs(output, "plan") == ["results/plan/lab.json"]
-    assert output.count("reason: Params have changed since last execution") == 1 and "--cpu-gb 2 " in output
+    stamped = re.findall(r"reason: Updated input files: (.+)$", output, flags=re.MULTILINE)
+    assert stamped == ["work/stamps/plan/lab.json"] and "--cpu-gb 2 " in output
 
 
 @pytest.mark.parametrize(

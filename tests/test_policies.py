@@ -249,7 +249,9 @@ def test_table_write_through_lru_is_replay_cli(small_table):
     workload, inputs, _, rows = small_table
     source = SMALL[workload][0]
     for block, gpu, cpu in product(*GRID.values()):
-        expected = report_rounds(replay_report([*source, "--gpu-tokens", gpu, "--cpu-tokens", cpu, "--block-tokens", block]))
+        expected = report_rounds(
+            replay_report([*source, "--gpu-tokens", gpu, "--cpu-tokens", cpu, "--block-tokens", block])
+        )
         assert list(expected) == ["all", *inputs]
         wanted = (str(block), str(gpu), str(cpu), "write-through", "lru")
         mine = {row["round"]: row for row in rows if point(row) == wanted}

@@ -9,15 +9,14 @@ from conftest import ROOT, load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline
-from kvlab import scenario
-from kvlab.report.sweep import VALUES
+from kvlab import pipeline, scenario
 from kvlab.cache.eviction import LRU
-from kvlab.kvsim import LRUCache
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
-from kvlab.replay import replay
-from kvlab.workloads import WORKLOADS
 from kvlab.cache.write_policies import WriteThrough
+from kvlab.kvsim import LRUCache
+from kvlab.replay import replay
+from kvlab.report.sweep import VALUES
+from kvlab.workloads import WORKLOADS
 
 
 class ListLRU:

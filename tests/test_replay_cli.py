@@ -16,11 +16,10 @@ import pandas as pd
 import pytest
 from conftest import ROOT, kvlab, run_python
 
-from kvlab import replay
-from kvlab import scenario
-from kvlab.workloads import WORKLOADS
+from kvlab import replay, scenario
 from kvlab.cache.write_policies import make_cache
 from kvlab.cli.replay import progress_bar
+from kvlab.workloads import WORKLOADS
 
 TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 UNLIMITED = str(10**12)
@@ -412,8 +411,10 @@ BAD_FLAGS = [
     (["--workload", "lab", "--gpu-tokens", str(2**53 + 1)], f"<= {2**53}"),
     ([*LAB, "--cpu-tokens", "1" + "0" * 30], f"<= {2**53}"),
     ([*LAB, "--docs", "20000", "--tokens", "1000000"], "at most 100000000"),
-    (["--workload", "mooncake", "--trace", "{tmp}/t.jsonl", "--gpu-tokens", "1", "--per-request", "{tmp}/t.jsonl"],
-     "both an input and an output"),
+    (
+        ["--workload", "mooncake", "--trace", "{tmp}/t.jsonl", "--gpu-tokens", "1", "--per-request", "{tmp}/t.jsonl"],
+        "both an input and an output",
+    ),
 ]
 
 
@@ -495,7 +496,19 @@ def test_the_command_shows_a_bar_on_a_terminal():
     """The console process with stderr on a terminal and stdout on a pipe: a replay longer than the bar's delay
     (one second) shows the bar on the terminal only; stdout is the one JSON object, untouched by it."""
     docs = 1500  # 2 x 1500 requests of 3906 blocks through a small GPU: a replay of about two seconds
-    args = ["replay", "--workload", "lab", "--docs", docs, "--tokens", 10**6, "--passes", "fwd,fwd", "--gpu-tokens", 1000]
+    args = [
+        "replay",
+        "--workload",
+        "lab",
+        "--docs",
+        docs,
+        "--tokens",
+        10**6,
+        "--passes",
+        "fwd,fwd",
+        "--gpu-tokens",
+        1000,
+    ]
     leader, follower = os.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # a terminal has a size
     try:

@@ -1,5 +1,9 @@
-"""Tests of kvlab/scenario.py (SPEC.md steps 2, 3, 4, 6, 7): the command line, its one JSON document,
-the lab's expected numbers (derived by hand below), bad arguments, and the script copied alone.
+"""Tests of the lab's scenario (SPEC.md steps 2, 3, 4, 6, 7), ``kvlab scenario`` and ``python kvlab/scenario.py``:
+the command line, its one JSON document, the lab's expected numbers (derived by hand below), bad arguments, the
+command and the script byte for byte alike (and ``kvlab summarize`` and ``python kvlab/summarize.py``), and the
+scripts copied alone.
+
+The command runs in this process (fast); the scripts run by path in a process of their own, as the lab runs them.
 
 Hand derivation for the defaults (every document 5011 tokens): a room of R tokens holds R // 5011
 documents, so GPU 21520 holds 4, GPU 50109 holds 9, GPU 50110 holds all 10 (10 * 5011 = 50110),
@@ -14,25 +18,32 @@ import subprocess
 import sys
 
 import pytest
-from conftest import KVLAB, ROOT, run_python
+from conftest import KVLAB, ROOT, kvlab, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab import scenario
+from kvlab.cache.write_policies import make_cache
 from kvlab.replay import replay as block_replay
 from kvlab.workloads import LabWorkload
-from kvlab.cache.write_policies import make_cache
 
 SCRIPT = KVLAB / "scenario.py"
+SUMMARIZE = KVLAB / "summarize.py"
 PASS_KEYS = ["order", "gpu_hits", "cpu_hits", "misses", "hit_docs"]
 
 
-def run_cli(*args, script=SCRIPT, cwd=ROOT, env=None):
+def run_cli(*args, cwd=ROOT):
+    """``kvlab scenario ARGS``, in this process."""
+    return kvlab("scenario", *args, cwd=cwd)
+
+
+def run_script(*args, script=SCRIPT, cwd=ROOT, env=None):
+    """``python kvlab/scenario.py ARGS`` (or another script), in a process of its own."""
     return run_python(script, *args, cwd=cwd, env=env, timeout=60)
 
 
 def run_ok(*args, **kwargs):
-    """Run the script, check the one-JSON-document contract, and return the parsed document."""
+    """Run the command, check the one-JSON-document contract, and return the parsed document."""
     proc = run_cli(*args, **kwargs)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
@@ -258,6 +269,7 @@ BAD_CASES = (
     + [[f"--passes={value}"] for value in ("fwd,bwd", "FWD", "fwd,,rev")]
     + [["--gpu"], ["--passes"], ["--no-such-option"], ["extra"], ["two\nlines"], ["--passes", "fwd\nrev"]]
     + [["--write-policy", value] for value in ("write-around", "", "WRITE-BACK", "write_back")]
+    + [["--docs", str(10**8 + 1)], ["--docs", str(10**8 // 2 + 1), "--passes", "fwd,fwd"]]  # > 10**8 reads
 )
 
 
@@ -269,7 +281,13 @@ def test_bad_arguments(args):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     assert proc.stderr.endswith("\n")
-    assert "error" in lines[0]
+    assert lines[0].startswith("kvlab scenario: error: ")
+
+
+def test_too_many_reads_name_the_limit():
+    proc = run_cli("--docs", str(10**8 // 2 + 1), "--passes", "fwd,fwd")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "100000000" in proc.stderr and "--docs" in proc.stderr
 
 
 def test_bad_argument_with_otherwise_good_ones():
@@ -277,7 +295,7 @@ def test_bad_argument_with_otherwise_good_ones():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1
-    assert "error" in proc.stderr
+    assert proc.stderr.startswith("kvlab scenario: error: ")
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,12 +347,139 @@ def test_standalone_copy(tmp_path, args):
     )
     assert alone.returncode == 0, alone.stderr
     assert alone.stderr == ""
-    from_repo = run_cli(*args)
+    from_repo = run_script(*args)
     assert from_repo.returncode == 0
-    assert alone.stdout == from_repo.stdout
+    assert alone.stdout == from_repo.stdout == run_cli(*args).stdout
     json.loads(alone.stdout)
     assert sorted(path.name for path in tmp_path.iterdir() if path.is_file()) == [
         "kvsim.py",
         "scenario.py",
         "summarize.py",
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# The command and the scripts, byte for byte
+# --------------------------------------------------------------------------------------------
+
+
+def run_bytes(*args, cwd=ROOT):
+    """``python ARGS`` in a process of its own; stdout and stderr as bytes (no newline translation)."""
+    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, timeout=60)
+
+
+def as_bytes(proc):
+    """A CompletedProcess with text output (the in-process command's) as the bytes a console would get."""
+    if isinstance(proc.stdout, bytes):
+        return proc
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.encode(), proc.stderr.encode())
+
+
+def same_apart_from_prog(command, script, prog, script_prog):
+    """The same exit code and stdout bytes; stderr the same line by line once each names its own program."""
+    command, script = as_bytes(command), as_bytes(script)
+    assert command.returncode == script.returncode, (command.stderr, script.stderr)
+    assert command.stdout == script.stdout
+    prog, script_prog = prog.encode(), script_prog.encode()
+    ours = command.stderr.splitlines(keepends=True)
+    theirs = script.stderr.splitlines(keepends=True)
+    assert len(ours) == len(theirs), (command.stderr, script.stderr)
+    for mine, other in zip(ours, theirs, strict=True):
+        assert mine.startswith(prog + b": ") and other.startswith(script_prog + b": "), (mine, other)
+        assert mine.removeprefix(prog + b": ") == other.removeprefix(script_prog + b": ")
+
+
+SCENARIO_ARGS = [  # (arguments, exit code)
+    ([], 0),
+    (["--passes", "fwd,fwd"], 0),
+    (["--cpu", "56000"], 0),
+    (["--gpu", "50110", "--passes", "fwd,rev,fwd"], 0),
+    (["--gpu", "0", "--cpu", "12", "--docs", "5", "--tokens", "3", "--passes", "rev,fwd,rev,fwd"], 0),
+    (["--gpu", "7", "--cpu", "7", "--docs", "4", "--tokens", "0", "--passes", "fwd"], 0),
+    (["--docs", "0", "--passes", "rev"], 0),
+    (["--gpu=15033", "--cpu=30066", "--docs=12", "--passes=fwd,rev,rev,fwd"], 0),
+    (["--cpu", "30066", "--write-policy", "write-back"], 0),
+    (["--cpu", "56000", "--write-policy", "selective", "--passes", "fwd,fwd,fwd"], 0),
+    (["--gpu", str(10**30), "--cpu", str(10**30), "--docs", "3"], 0),
+    # bad ones: the same one line (but for the program's name), the same exit code, nothing on stdout
+    (["--gpu", "-1"], 2),
+    (["--passes", "fwd,bwd"], 2),
+    (["--write-policy", "write-around"], 2),
+    (["--docs", str(10**8 + 1)], 2),
+    (["--no-such-option"], 2),
+    (["two\nlines"], 2),
+]
+
+
+@pytest.mark.parametrize("args, status", SCENARIO_ARGS, ids=repr)
+def test_command_and_script_print_the_same_bytes(args, status):
+    """``kvlab scenario ARGS`` and ``python kvlab/scenario.py ARGS`` write byte-identical stdout (and exit alike)."""
+    command = run_cli(*args)
+    script = run_bytes(SCRIPT, *args)
+    assert command.returncode == status, command.stderr
+    same_apart_from_prog(command, script, "kvlab scenario", "scenario.py")
+    if status == 0:
+        assert command.stderr == "" and command.stdout.endswith("}\n")  # not vacuous: a document to compare
+
+
+@pytest.mark.parametrize("args, status", [SCENARIO_ARGS[0], SCENARIO_ARGS[8], SCENARIO_ARGS[-3]], ids=repr)
+def test_command_in_a_process_of_its_own_prints_the_same_bytes(args, status):
+    """The same with the command in a process of its own (``python -m kvlab``, the console script's entry)."""
+    command = run_bytes("-m", "kvlab", "scenario", *args)
+    assert command.returncode == status, command.stderr
+    same_apart_from_prog(command, run_bytes(SCRIPT, *args), "kvlab scenario", "scenario.py")
+
+
+def request(config, ttft, name="p", doc=0):
+    return {"config": config, "pass": name, "doc": doc, "doc_tokens": 5011, "ttft_ms": ttft, "total_ms": ttft + 210}
+
+
+SUMMARIZE_INPUTS = {  # name: (lines, exit code)
+    "lab-passes": (
+        [
+            request(config, ttft, name, doc)
+            for config, scale in (("baseline", 1.0), ("lmcache", 0.3))
+            for name in ("pass1-cold", "pass2-replay", "pass3-reverse")
+            for doc, ttft in enumerate([576.0 * scale, 30, 48.6 * scale + 1, 601.25, 2.675])
+        ],
+        0,
+    ),
+    "one-config-warns": ([*(request("baseline", doc) for doc in range(4)), request("other", 1)], 0),
+    "zero-lmcache-warns": ([request("baseline", 3.5), request("lmcache", 0)], 0),
+    "empty": ([], 0),
+    "bad-line": ([request("baseline", 1), "{oops"], 1),
+    "negative": ([request("lmcache", -1)], 1),
+    "overflow": ([request("baseline", 1e300), request("lmcache", 1e-300)], 1),
+}
+
+
+@pytest.mark.parametrize("lines, status", SUMMARIZE_INPUTS.values(), ids=SUMMARIZE_INPUTS.keys())
+def test_summarize_command_and_script_write_the_same_bytes(tmp_path, lines, status):
+    """``kvlab summarize IN OUT`` and ``python kvlab/summarize.py IN OUT`` write byte-identical files (or none),
+    exit alike, and say the same warnings or error line but for the program's name. Each runs in a folder of its
+    own with the same relative paths, so that the messages name the same files."""
+    text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+    runs = {"command": [], "script": []}
+    for name, outputs in runs.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "in.jsonl").write_text(text, encoding="utf-8")
+        (folder / "old.json").write_bytes(b"keep me unless summarized\n")
+        for out in ("new.json", "old.json"):  # a new file, and one written over
+            if name == "command":
+                outputs.append(kvlab("summarize", "in.jsonl", out, cwd=folder))
+            else:
+                outputs.append(run_bytes(SUMMARIZE, "in.jsonl", out, cwd=folder))
+    for command, script in zip(runs["command"], runs["script"], strict=True):
+        assert command.returncode == status, command.stderr
+        same_apart_from_prog(command, script, "kvlab summarize", "summarize.py")
+    files = {name: sorted(path.name for path in (tmp_path / name).iterdir()) for name in runs}
+    assert (
+        files["command"]
+        == files["script"]
+        == (["in.jsonl", "new.json", "old.json"] if status == 0 else ["in.jsonl", "old.json"])
+    )
+    for name in files["command"]:
+        assert (tmp_path / "command" / name).read_bytes() == (tmp_path / "script" / name).read_bytes(), name
+    if status == 0:
+        assert (tmp_path / "command" / "new.json").read_bytes() == (tmp_path / "command" / "old.json").read_bytes()

@@ -1,14 +1,18 @@
-"""Tests for kvlab/summarize.py (SPEC step 8): per-pass TTFT medians, means and baseline/lmcache ratios.
+"""Tests for the lab's summary (SPEC step 8), kvlab/summarize.py and ``kvlab summarize``: per-pass TTFT medians,
+means and baseline/lmcache ratios.
 
 The expected numbers are computed here independently of the script: the median by hand from a sorted
-list, the mean exactly with ``fractions.Fraction``. The CLI is exercised through subprocess; the
-hypothesis property test loads the script in-process by its path (it is standard library only).
+list, the mean exactly with ``fractions.Fraction``. The command is exercised in this process (``kvlab summarize``,
+which runs the script's own main); the script copied alone runs in a process of its own, and
+tests/test_scenario_cli.py checks that the command and ``python kvlab/summarize.py`` write the same bytes.
 """
 
 import json
+import os
 import random
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -16,7 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import KVLAB, ROOT, run_python
+from conftest import KVLAB, ROOT, kvlab
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,7 +63,8 @@ def write_lines(path, lines, newline="\n", trailing=True):
 
 
 def run_cli(*args, cwd=ROOT):
-    return run_python(SCRIPT, *args, cwd=cwd, encoding="utf-8", errors="replace", timeout=60)
+    """``kvlab summarize ARGS``, in this process."""
+    return kvlab("summarize", *args, cwd=cwd)
 
 
 def hand_median(values):
@@ -205,6 +210,9 @@ def test_golden_document_text(tmp_path):
     assert text == golden
     assert text == expected_text(records)
     assert leftover_temporaries(tmp_path) == []
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "in.jsonl.out.json").stat().st_mode) == 0o666 & ~mask  # the umask's mode
 
 
 @pytest.mark.parametrize(
@@ -476,6 +484,7 @@ BAD_LINES = {
 
 def check_one_line_error(proc, *fragments):
     assert proc.returncode != 0
+    assert proc.stderr.startswith("kvlab summarize: error: "), proc.stderr
     assert proc.stderr.endswith("\n"), repr(proc.stderr)
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -592,10 +601,26 @@ def test_wrong_argument_count(tmp_path, args):
     write_lines(tmp_path / "in.jsonl", GOOD)
     proc = run_cli(*args, cwd=tmp_path)
     assert proc.returncode == 2
+    assert proc.stderr.startswith("kvlab summarize: error: ")
     assert proc.stderr.endswith("\n")
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert not (tmp_path / "out.json").exists()
     assert not (tmp_path / "extra.json").exists()
+
+
+@pytest.mark.parametrize("how", ["same-path", "other-spelling", "link"])
+def test_output_that_is_the_input_is_refused(tmp_path, how):
+    """OUT naming IN (by the same path, another spelling, or a link) is a usage error: exit 2, IN unchanged."""
+    source = write_lines(tmp_path / "in.jsonl", GOOD)
+    before = source.read_bytes()
+    target = {"same-path": source, "other-spelling": tmp_path / "." / "in.jsonl", "link": tmp_path / "link.json"}[how]
+    if how == "link":
+        target.symlink_to(source)
+    proc = run_cli(source, target)
+    check_one_line_error(proc, "both the input and the output")
+    assert proc.returncode == 2
+    assert source.read_bytes() == before
+    assert leftover_temporaries(tmp_path) == []
 
 
 # --------------------------------------------------------------------------------------------------------------

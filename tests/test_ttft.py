@@ -1,13 +1,12 @@
-"""kvlab/latency/ttft.py: the TTFT model fitted to a measurement the simulator replays (fit), its predictions across a lab
-sweep's grid (sweep) and across a plan's CPU budgets (budgets), the committed results/ttft/ artifacts, and bad input.
+"""kvlab/latency/ttft.py (`kvlab ttft`): the TTFT model fitted to a measurement the simulator replays (fit), its
+predictions across a lab sweep's grid (sweep) and across a plan's CPU budgets (budgets), the committed results/ttft/
+artifacts, and bad input.
 
 The expectations are built here independently: tiers from the lab's simulator (kvsim) driven by this file, per-pass
 statistics as summarize.py defines them, the token-weighted mix in exact arithmetic from per-request replay rows.
 """
 
-import contextlib
 import csv
-import io
 import json
 import math
 import shlex
@@ -19,19 +18,18 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import KVLAB, ROOT, load_config, run_python
+from conftest import ROOT, kvlab, load_config, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.measure import example as example_measurement
-from kvlab import kvsim
-from kvlab import pipeline
-from kvlab.latency import ttft
-from kvlab import replay as replay_py
-from kvlab.replay import make_workload, replay
+from kvlab import kvsim, pipeline
 from kvlab.cache.write_policies import make_cache
+from kvlab.cli import replay as replay_cli
+from kvlab.cli import ttft as ttft_cli
+from kvlab.cli.flags import make_workload
+from kvlab.measure import example as example_measurement
+from kvlab.replay import replay
 
-SCRIPT = KVLAB / "ttft.py"
 RESULTS = ROOT / "results"
 COMMITTED = RESULTS / "ttft"
 QWEN_1_5B = ROOT / "models" / "Qwen2.5-1.5B-Instruct" / "config.json"
@@ -61,14 +59,10 @@ SOME = settings(max_examples=80, deadline=None, database=None)
 
 
 def call(*argv):
-    """Run ``ttft.main`` in this process; return ``(exit status, stderr)``."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            status = ttft.main([str(arg) for arg in argv])
-        except SystemExit as exit_:
-            status = exit_.code
-    return status, err.getvalue()
+    """Run ``kvlab ttft ARGV`` in this process; return ``(exit status, stderr)`` (it writes nothing to stdout)."""
+    done = kvlab("ttft", *argv)
+    assert done.stdout == "", done.stdout
+    return done.returncode, done.stderr
 
 
 def call_ok(*argv):
@@ -395,30 +389,36 @@ def test_empty_measurement_fits_nothing(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def pipeline_fit(folder):
-    """ttft.py fit with the pipeline's command line (rules/ttft.smk), run as Snakemake runs it."""
+def run_ttft(*argv, process=False):
+    """``kvlab ttft ARGV`` from the repository root, as Snakemake runs it (rules/ttft.smk): in this process, or with
+    ``process`` in a process of its own (``python -m kvlab``, its own hash seed); it must succeed silently."""
+    if process:
+        done = run_python("-m", "kvlab", "ttft", *argv, timeout=300)
+    else:
+        done = kvlab("ttft", *argv, cwd=ROOT)
+    assert (done.returncode, done.stderr, done.stdout) == (0, "", "")
+
+
+def pipeline_fit(folder, process=False):
+    """`kvlab ttft fit` with the pipeline's command line (rules/ttft.smk)."""
     args = shlex.split(pipeline.ttft_fit_args(load_config()))
     model, table = folder / "model.json", folder / "predicted_vs_measured.csv"
-    done = run_python(SCRIPT, "fit", "--measurement", pipeline.MEASUREMENT, *args, "--model", model, "--table", table)
-    assert (done.returncode, done.stderr, done.stdout) == (0, "", "")
+    run_ttft("fit", "--measurement", pipeline.MEASUREMENT, *args, "--model", model, "--table", table, process=process)
     return model, table
 
 
-def pipeline_sweep(folder, sweep, model=pipeline.TTFT_MODEL):
+def pipeline_sweep(folder, sweep, model=pipeline.TTFT_MODEL, process=False):
     out = folder / f"sweep-{sweep}.csv"
     args = shlex.split(pipeline.ttft_sweep_args(load_config(), sweep))
-    done = run_python(SCRIPT, "sweep", "--model", model, *args, "--out", out)
-    assert (done.returncode, done.stderr, done.stdout) == (0, "", "")
+    run_ttft("sweep", "--model", model, *args, "--out", out, process=process)
     return out
 
 
-def pipeline_budgets(folder, model=pipeline.TTFT_MODEL):
+def pipeline_budgets(folder, model=pipeline.TTFT_MODEL, process=False):
     config = load_config()
     out = folder / f"budgets-{config['ttft']['budgets']['plan']}.csv"
-    done = run_python(
-        SCRIPT, "budgets", "--model", model, *shlex.split(pipeline.ttft_budgets_args(config)), "--out", out
-    )
-    assert (done.returncode, done.stderr, done.stdout) == (0, "", "")
+    args = shlex.split(pipeline.ttft_budgets_args(config))
+    run_ttft("budgets", "--model", model, *args, "--out", out, process=process)
     return out
 
 
@@ -626,18 +626,17 @@ def test_committed_cpu_cliff_matches_the_labs_misses():
 # --------------------------------------------------------------------------------------------
 
 
-def replay_py_run(argv, folder):
-    """kvlab/replay.py's report and per-request rows for ``argv``."""
-    out = io.StringIO()
+def replay_run(argv, folder):
+    """`kvlab replay`'s report and per-request rows for ``argv``."""
     per_request = folder / "per_request.csv"
-    with contextlib.redirect_stdout(out):
-        assert replay_py.main([*map(str, argv), "--per-request", str(per_request)]) == 0
-    return json.loads(out.getvalue()), read_csv(per_request)
+    done = kvlab("replay", *argv, "--per-request", per_request)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return json.loads(done.stdout), read_csv(per_request)
 
 
 def test_committed_budgets(tmp_path):
-    """Reproduced byte for byte by the pipeline's command line; each row's token hit ratio is replay.py's at that
-    CPU room, its p50 and mean those of the token-weighted mix of each request replay.py reports; at 0 GiB there is
+    """Reproduced byte for byte by the pipeline's command line; each row's token hit ratio is `kvlab replay`'s at that
+    CPU room, its p50 and mean those of the token-weighted mix of each request `kvlab replay` reports; at 0 GiB there is
     no CPU tier (a recompute does not pay the store)."""
     out = pipeline_budgets(tmp_path)
     committed = COMMITTED / "budgets-lab.csv"
@@ -651,7 +650,7 @@ def test_committed_budgets(tmp_path):
         "predicted_mean_ms",
     ]
     config = load_config()
-    args = ttft.build_parser().parse_args(
+    args = ttft_cli.build_parser("kvlab ttft").parse_args(
         ["budgets", "--model", "m", *shlex.split(pipeline.ttft_budgets_args(config)), "--out", "o"]
     )
     tiers_json = json.loads((COMMITTED / "model.json").read_text(encoding="utf-8"))["tiers"]
@@ -661,7 +660,7 @@ def test_committed_budgets(tmp_path):
     assert [(row["cpu_gb"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
     for gb in grid:
         cpu_tokens = cpu_tokens_of(str(gb))
-        report, requests = replay_py_run(
+        report, requests = replay_run(
             [
                 *["--workload", "lab", "--docs", args.docs, "--tokens", args.tokens, "--passes", args.passes],
                 *["--gpu-tokens", args.gpu_tokens, "--cpu-tokens", cpu_tokens, "--block-tokens", args.chunk_tokens],
@@ -727,7 +726,7 @@ def test_budgets_price_each_requests_mix(
         rows = read_csv(out)
     rounds = ["all", *(f"pass{n}" for n in range(1, len(orders) + 1))]
     assert [(row["cpu_gb"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
-    workload = make_workload(lab_args(chunk, docs, tokens, orders))
+    workload = make_workload(lab_args(docs, tokens, orders), chunk)
     for index, gb in enumerate(grid):
         cpu_tokens = cpu_tokens_of(gb)
         requests = []
@@ -745,14 +744,12 @@ def test_budgets_price_each_requests_mix(
             assert near(float(row["predicted_mean_ms"]), statistics.mean(times)), (gb, name)
 
 
-def lab_args(chunk, docs, tokens, orders):
+def lab_args(docs, tokens, orders):
     """The parsed arguments make_workload reads, for the lab source."""
-    args = replay_py.build_parser().parse_args(
+    return replay_cli.build_parser("kvlab replay").parse_args(
         ["--workload", "lab", "--gpu-tokens", "0", "--docs", str(docs), "--tokens", str(tokens)]
         + ["--passes", ",".join(orders)]
     )
-    args.block_tokens = chunk
-    return args
 
 
 # --------------------------------------------------------------------------------------------
@@ -761,12 +758,18 @@ def lab_args(chunk, docs, tokens, orders):
 
 
 def test_two_runs_are_byte_identical(tmp_path):
+    """In this process and in processes of their own (other hash seeds): the same bytes."""
     outputs = []
-    for name in ("a", "b"):
+    for name, process in (("a", False), ("b", True)):
         folder = tmp_path / name
         folder.mkdir()
-        model, table = pipeline_fit(folder)
-        files = [model, table, pipeline_sweep(folder, "cliff", model), pipeline_budgets(folder, model)]
+        model, table = pipeline_fit(folder, process)
+        files = [
+            model,
+            table,
+            pipeline_sweep(folder, "cliff", model, process),
+            pipeline_budgets(folder, model, process),
+        ]
         outputs.append([path.read_bytes() for path in files])
     assert outputs[0] == outputs[1]
 
@@ -828,7 +831,7 @@ def test_fit_bad_measurement_line(tmp_path, line, fragment):
     model, table = tmp_path / "model.json", tmp_path / "table.csv"
     model.write_text(SENTINEL, encoding="utf-8")
     status, err = call(*fit_argv(measurement, 3, 100, SMALL_CONFIGS, SMALL_PASSES, model, table))
-    fails_with_one_line(status, err, f"ttft.py fit: error: {measurement}:4: ", fragment)
+    fails_with_one_line(status, err, f"kvlab ttft fit: error: {measurement}:4: ", fragment)
     assert model.read_text(encoding="utf-8") == SENTINEL
     assert not table.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl", "model.json"]  # no temporary file left
@@ -841,8 +844,8 @@ def test_fit_bad_measurement_in_a_real_process(tmp_path):
     model, table = tmp_path / "model.json", tmp_path / "table.csv"
     model.write_text(SENTINEL, encoding="utf-8")
     table.write_text(SENTINEL, encoding="utf-8")
-    done = run_python(SCRIPT, *fit_argv(measurement, 3, 100, SMALL_CONFIGS, SMALL_PASSES, model, table))
-    fails_with_one_line(done.returncode, done.stderr, f"ttft.py fit: error: {measurement}:13: ", "got 7")
+    done = run_python("-m", "kvlab", "ttft", *fit_argv(measurement, 3, 100, SMALL_CONFIGS, SMALL_PASSES, model, table))
+    fails_with_one_line(done.returncode, done.stderr, f"kvlab ttft fit: error: {measurement}:13: ", "got 7")
     assert done.stdout == ""
     assert model.read_text(encoding="utf-8") == table.read_text(encoding="utf-8") == SENTINEL
 
@@ -850,7 +853,7 @@ def test_fit_bad_measurement_in_a_real_process(tmp_path):
 def test_fit_unreadable_measurement(tmp_path):
     missing = tmp_path / "absent.jsonl"
     status, err = call(*fit_argv(missing, 3, 100, SMALL_CONFIGS, SMALL_PASSES, tmp_path / "m.json", tmp_path / "t.csv"))
-    fails_with_one_line(status, err, f"ttft.py fit: error: {missing}: cannot read", "No such file")
+    fails_with_one_line(status, err, f"kvlab ttft fit: error: {missing}: cannot read", "No such file")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -859,23 +862,22 @@ def test_fit_unwritable_table_leaves_the_model(tmp_path):
     write_jsonl(measurement, small_measurement())
     model = tmp_path / "model.json"
     model.write_text(SENTINEL, encoding="utf-8")
-    status, err = call(
-        *fit_argv(measurement, 3, 100, SMALL_CONFIGS, SMALL_PASSES, model, tmp_path / "absent" / "t.csv")
-    )
-    fails_with_one_line(status, err, "ttft.py fit: error: cannot write", "absent")
+    table = tmp_path / "absent" / "t.csv"
+    status, err = call(*fit_argv(measurement, 3, 100, SMALL_CONFIGS, SMALL_PASSES, model, table))
+    fails_with_one_line(status, err, f"kvlab ttft fit: error: {table}: cannot write", "No such file")
     assert model.read_text(encoding="utf-8") == SENTINEL
 
 
 @pytest.mark.parametrize(
     ("argv", "prefix", "fragment"),
     [
-        ([], "ttft.py: error: ", "command"),
-        (["predict"], "ttft.py: error: ", "invalid choice"),
-        (["fit", "--config", "baseline:21520"], "ttft.py fit: error: ", "expected NAME:GPU,CPU"),
-        (["fit", "--pass", "p1:sideways"], "ttft.py fit: error: ", "expected NAME:fwd or NAME:rev"),
-        (["sweep", "--grid", "1,1"], "ttft.py sweep: error: ", "given twice"),
-        (["sweep", "--passes", "fwd,up"], "ttft.py sweep: error: ", "argument --passes"),
-        (["budgets", "--cpu-gb-grid", "-1"], "ttft.py budgets: error: ", "expected a number of GiB >= 0"),
+        ([], "kvlab ttft: error: ", "command"),
+        (["predict"], "kvlab ttft: error: ", "invalid choice"),
+        (["fit", "--config", "baseline:21520"], "kvlab ttft fit: error: ", "expected NAME:GPU,CPU"),
+        (["fit", "--pass", "p1:sideways"], "kvlab ttft fit: error: ", "expected NAME:fwd or NAME:rev"),
+        (["sweep", "--grid", "1,1"], "kvlab ttft sweep: error: ", "given twice"),
+        (["sweep", "--passes", "fwd,up"], "kvlab ttft sweep: error: ", "argument --passes"),
+        (["budgets", "--cpu-gb-grid", "-1"], "kvlab ttft budgets: error: ", "expected a number of GiB >= 0"),
     ],
 )
 def test_bad_arguments(argv, prefix, fragment):
@@ -905,19 +907,19 @@ COMMANDS = {
     ("content", "fragment"),
     [
         (None, "cannot read: No such file or directory"),
-        ("not json", "not a model written by `ttft.py fit`"),
-        ("[1]", "not a model written by `ttft.py fit`"),
-        ('{"setting": {}}', "not a model written by `ttft.py fit`"),
-        ('{"tiers": {"recompute": {"n": 3}}}', "not a model written by `ttft.py fit`"),
-        ('{"tiers": {"recompute": 5}}', "not a model written by `ttft.py fit`"),
+        ("not json", "not a model written by `kvlab ttft fit`"),
+        ("[1]", "not a model written by `kvlab ttft fit`"),
+        ('{"setting": {}}', "not a model written by `kvlab ttft fit`"),
+        ('{"tiers": {"recompute": {"n": 3}}}', "not a model written by `kvlab ttft fit`"),
+        ('{"tiers": {"recompute": 5}}', "not a model written by `kvlab ttft fit`"),
         pytest.param(
             '{"tiers": []}',
-            "not a model written by `ttft.py fit`",
+            "not a model written by `kvlab ttft fit`",
             id="tiers-a-list",
         ),
         pytest.param(
             '{"tiers": null}',
-            "not a model written by `ttft.py fit`",
+            "not a model written by `kvlab ttft fit`",
             id="tiers-null",
         ),
         pytest.param(
@@ -935,7 +937,7 @@ COMMANDS = {
                     }
                 }
             ),
-            "not a model written by `ttft.py fit`",
+            "not a model written by `kvlab ttft fit`",
             id="intercept-not-a-number",
         ),
     ],
@@ -949,7 +951,7 @@ def test_bad_model_file(tmp_path, command, content, fragment):
         status, err = call(*COMMANDS[command](model, out))
     except Exception as error:  # an uncaught error is a traceback, not one line
         pytest.fail(f"uncaught {type(error).__name__}: {error}")
-    fails_with_one_line(status, err, f"ttft.py {command}: error: {model}: ", fragment)
+    fails_with_one_line(status, err, f"kvlab ttft {command}: error: {model}: ", fragment)
     assert out.read_text(encoding="utf-8") == SENTINEL
 
 
@@ -962,9 +964,9 @@ def test_model_without_a_needed_tier(tmp_path):
     call_ok(*fit_argv(measurement, 3, 100, SMALL_CONFIGS[:1], SMALL_PASSES, model, tmp_path / "t.csv"))
     assert set(json.loads(model.read_text(encoding="utf-8"))["tiers"]) == {"gpu_hit", "recompute"}
     status, err = call(*sweep_argv(model), "--vary", "cpu", "--grid", "0,300", "--out", out)
-    fails_with_one_line(status, err, "ttft.py sweep: error: ", "no recompute_offload request")
+    fails_with_one_line(status, err, "kvlab ttft sweep: error: ", "no recompute_offload request")
     status, err = call(*budgets_argv(model, "0,0.5"), "--out", out)
-    fails_with_one_line(status, err, "ttft.py budgets: error: ", "no recompute_offload request")
+    fails_with_one_line(status, err, "kvlab ttft budgets: error: ", "no recompute_offload request")
     assert not out.exists()
     call_ok(*sweep_argv(model), "--vary", "cpu", "--grid", "0", "--out", out)  # no CPU tier: priceable
     assert [(row["recompute"], row["gpu_hit"]) for row in read_csv(out)] == [("3", "0"), ("0", "3")]
@@ -976,9 +978,9 @@ def test_budgets_bad_setting(tmp_path):
     out = tmp_path / "out.csv"
     out.write_text(SENTINEL, encoding="utf-8")
     status, err = call(*budgets_argv(model), "--num-documents", 4, "--out", out)
-    fails_with_one_line(status, err, "ttft.py budgets: error: ", "--num-documents is a setting of", code=2)
+    fails_with_one_line(status, err, "kvlab ttft budgets: error: ", "--num-documents is a setting of", code=2)
     argv = budgets_argv(model)
     argv[argv.index(QWEN_1_5B)] = tmp_path / "absent.json"
     status, err = call(*argv, "--out", out)
-    fails_with_one_line(status, err, "ttft.py budgets: error: ", "absent.json")
+    fails_with_one_line(status, err, "kvlab ttft budgets: error: ", "absent.json")
     assert out.read_text(encoding="utf-8") == SENTINEL

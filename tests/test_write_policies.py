@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.kvsim import TwoTierCache
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.write_policies import make_cache
+from kvlab.kvsim import TwoTierCache
 from kvlab.replay import replay
 from kvlab.workloads import LabWorkload
-from kvlab.cache.write_policies import make_cache
 
 DESIGNS = ("write-through", "write-back", "selective")
 TIER_POLICIES = ("lru", "fifo", "lfu", "arc", "opt")

@@ -13,11 +13,14 @@ def build_parser(prog):
 def check(path):
     """The config in ``path``, checked: ValueError (one line) for the first problem."""
     from kvlab.config import load, validate
-    from kvlab.pipeline import check_config
+    from kvlab.pipeline import ConfigError, check_config
 
     config, root = load(path)
     validate(config, root, path)
-    check_config(config)
+    try:
+        check_config(config)
+    except ConfigError as error:  # its messages say "config: KEY: ..."
+        raise ConfigError(f"{path}: {str(error).removeprefix('config: ')}") from None
     return config
 
 

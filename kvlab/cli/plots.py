@@ -9,6 +9,7 @@ def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     parser.add_argument("plot", choices=NAMES)
     parser.add_output("--out", required=True, help="the PNG file to write")
+    parser.add_argument("--note", help="a line under the figure (where its data come from)")
     parser.add_input("inputs", nargs="+", help="the artifacts the plot reads")
     return parser
 
@@ -16,7 +17,7 @@ def build_parser(prog):
 def execute(args, parser):
     from kvlab.report.plots import draw
 
-    return Outputs({args.out: draw(args.plot, args.inputs)})
+    return Outputs({args.out: draw(args.plot, args.inputs, args.note)})
 
 
 def main(argv, prog):

@@ -7,6 +7,7 @@ same inputs and pinned versions give the same bytes.
 """
 
 import io
+import re
 from pathlib import Path
 
 import matplotlib
@@ -16,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from kvlab.files import lines, parse_json, read_bytes, read_json  # noqa: E402
 
@@ -45,6 +47,33 @@ def read_jsonl(path):
     return pd.DataFrame([parse_json(raw, f"{path}:{number}") for number, raw in lines(path) if raw.strip()])
 
 
+def plain_numbers(axis, log=False):
+    """The y axis in plain numbers (600, not 6x10^2); on a log scale ticks at 1, 2, 3 and 5 of each decade."""
+    if log:
+        axis.set_yscale("log")
+        axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+        axis.yaxis.set_minor_formatter(NullFormatter())
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+
+
+def grouped(axis):
+    """The x axis with thousands separated (50,110 tokens)."""
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+
+
+def mark(axis, x, y, text, below=False):
+    """A point of note (a cliff's edge) with its value beside it, to its left (above it, or below)."""
+    axis.plot([x], [y], "o", color="black", markersize=4)
+    axis.annotate(text, (x, y), textcoords="offset points", xytext=(-8, -14 if below else 6), ha="right", fontsize=8)
+
+
+def cliff_edge(rooms, values, best):
+    """The smallest room whose value is ``best`` (the cliff's edge), with the room just below it; None if the
+    first room already reaches it."""
+    edge = next(index for index, value in enumerate(values) if value == best)
+    return (rooms[edge - 1], rooms[edge]) if edge else None
+
+
 def gpu_cliff(cliff, ttft_sweep):
     """Pass-2 GPU hits by GPU room (the lab's cliff sweep) and the predicted pass-2 TTFT."""
     hits = read_object(cliff)
@@ -52,14 +81,22 @@ def gpu_cliff(cliff, ttft_sweep):
     ttft = read_csv(ttft_sweep)
     second = ttft[ttft["pass"] == "pass2"]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
-    top.plot(rooms, list(hits.values()), "o-", color="C0")
-    top.set_ylabel("pass-2 GPU hits (of 10)")
+    values = list(hits.values())
+    top.plot(rooms, values, "o-", color="C0")
+    top.set_ylabel("pass-2 GPU hits")
     top.set_title("The GPU cliff: LRU under cyclic access, one token short of the working set")
     bottom.plot(second["gpu_tokens"], second["predicted_p50_ms"], "o-", color="C3")
     bottom.set_ylabel("predicted pass-2 p50 TTFT (ms)")
     bottom.set_xlabel("GPU room (tokens)")
-    for axis in (top, bottom):
-        axis.axvline(rooms[-1], color="grey", linestyle=":", linewidth=1)
+    plain_numbers(bottom)
+    grouped(bottom)
+    edge = cliff_edge(rooms, values, max(values))
+    if edge:
+        times = dict(zip(second["gpu_tokens"], second["predicted_p50_ms"], strict=True))
+        for high, room in enumerate(edge):  # below the edge, then at it
+            mark(top, room, hits[str(room)], f"{room:,} tokens: {hits[str(room)]} hits", below=bool(high))
+            if room in times:
+                mark(bottom, room, times[room], f"{room:,} tokens: {times[room]:,.1f} ms", below=not high)
     return figure
 
 
@@ -71,13 +108,19 @@ def cpu_cliff(policies_cliff, ttft_sweep):
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     for index, (policy, points) in enumerate(misses.items()):
         rooms = [int(room) for room in points]
-        top.plot(rooms, list(points.values()), "o-", color=f"C{index}", label=policy, alpha=0.8)
-    top.set_ylabel("pass-2 recomputes (of 10)")
+        values = list(points.values())
+        top.plot(rooms, values, "o-", color=f"C{index}", label=policy, alpha=0.8)
+        edge = cliff_edge(rooms, values, min(values))
+        if edge:
+            mark(top, edge[1], points[str(edge[1])], f"{policy}: {edge[1]:,} tokens")
+    top.set_ylabel("pass-2 recomputes")
     top.set_title("The CPU cliff at the lab's GPU room, per write policy")
     top.legend()
     bottom.plot(second["cpu_tokens"], second["predicted_p50_ms"], "o-", color="C3", label="write-through")
     bottom.set_ylabel("predicted pass-2 p50 TTFT (ms)")
     bottom.set_xlabel("CPU room (tokens)")
+    plain_numbers(bottom)
+    grouped(bottom)
     bottom.legend()
     return figure
 
@@ -92,17 +135,28 @@ def curves(*paths):
         axis = left if room == "gpu_tokens" else right
         workload = Path(path).parent.name
         color = f"C{workloads.index(workload)}"
-        axis.step(
-            table[room], table["token_hit_ratio"], where="post", color=color, label=f"{workload}, {Path(path).stem}"
-        )
+        axis.step(table[room], table["token_hit_ratio"], where="post", color=color, label=curve_label(path))
     left.set_title("GPU tier, every GPU room")
     right.set_title("CPU tier (write-through) at a fixed GPU room")
     left.set_ylabel("token hit ratio, whole run")
     for axis, label in ((left, "GPU room (tokens)"), (right, "CPU room (tokens)")):
         axis.set_xlabel(label)
+        grouped(axis)
         if axis.lines:
             axis.legend(fontsize=7)
     return figure
+
+
+def curve_label(path):
+    """A curve's legend in words, from its file name (results/mrc/<workload>/block<B>-gpu.csv or
+    block<B>-cpu-at-gpu<G>.csv)."""
+    path = Path(path)
+    found = re.fullmatch(r"block(\d+)-(?:gpu|cpu-at-gpu(\d+))", path.stem)
+    if not found:
+        return f"{path.parent.name}, {path.stem}"
+    block, gpu = found.groups()
+    blocks = f"{int(block):,}-token blocks"
+    return f"{path.parent.name}, {blocks}" + (f", GPU room {int(gpu):,}" if gpu else "")
 
 
 def ttft_per_pass(measurement):
@@ -124,7 +178,7 @@ def ttft_per_pass(measurement):
             median = float(pd.Series(values).median())
             axis.hlines(median, centre - width / 2, centre + width / 2, color="black", linewidth=2)
     axis.set_xticks(range(len(passes)), passes)
-    axis.set_yscale("log")
+    plain_numbers(axis, log=True)
     axis.set_ylabel("TTFT (ms, log scale)")
     axis.set_title("TTFT per request, by pass and config (bars: medians)")
     axis.legend()
@@ -142,7 +196,7 @@ def predicted_vs_measured(table):
     for bar, value in zip(measured, rows["p50_ratio"], strict=True):
         axis.annotate(f"x{value:.3f}", (bar.get_x() + width, bar.get_height() * 1.08), ha="center", fontsize=7)
     axis.set_xticks(list(positions), [f"{c}\n{p}" for c, p in zip(rows["config"], rows["pass"], strict=True)])
-    axis.set_yscale("log")
+    plain_numbers(axis, log=True)
     axis.set_ylabel("TTFT p50 (ms, log scale)")
     axis.set_title("Predicted vs measured p50 per config and pass (labels: predicted / measured)")
     axis.legend()
@@ -157,6 +211,7 @@ def ttft_budgets(budgets):
         top.plot(mine["cpu_gb"], mine["predicted_mean_ms"], "o-", color=f"C{index}", label=name)
         bottom.plot(mine["cpu_gb"], mine["token_hit_ratio"], "o-", color=f"C{index}", label=name)
     top.set_ylabel("predicted mean TTFT (ms)")
+    plain_numbers(top)
     top.set_title("What a CPU budget buys: predicted TTFT and reuse per round")
     top.legend()
     bottom.set_ylabel("token hit ratio")
@@ -182,12 +237,15 @@ def png(figure):
     return buffer.getvalue()
 
 
-def draw(name, inputs):
-    """The PNG bytes of plot ``name`` from its input artifacts; ValueError naming them if they cannot be drawn."""
+def draw(name, inputs, note=None):
+    """The PNG bytes of plot ``name`` from its input artifacts, with ``note`` (e.g. where its data come from)
+    under it; ValueError naming the inputs if they cannot be drawn."""
     with plt.rc_context(STYLE):
         try:
             figure = PLOTS[name](*inputs)
-            figure.tight_layout()
+            figure.tight_layout(rect=(0, 0.04, 1, 1) if note else None)
+            if note:
+                figure.text(0.5, 0.012, note, ha="center", va="bottom", fontsize=8, color="dimgrey")
         except ValueError as error:  # an input file that cannot be read names itself
             if any(str(path) in str(error) for path in inputs):
                 raise
