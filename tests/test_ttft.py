@@ -813,12 +813,14 @@ def fails_with_one_line(status, err, prefix, fragment, code=1):
         (json.dumps(good_record(doc="1")), "doc must be a document number 0..2, got '1'"),
         (json.dumps(good_record(doc=1.0)), "doc must be a document number 0..2, got 1.0"),
         (json.dumps(good_record(doc=True)), "doc must be a document number 0..2, got True"),
-        (json.dumps(good_record(doc_tokens=0)), "doc_tokens must be a whole number >= 1, got 0"),
-        (json.dumps(good_record(doc_tokens="100")), "doc_tokens must be a whole number >= 1, got '100'"),
-        (json.dumps(good_record(doc_tokens=100.5)), "doc_tokens must be a whole number >= 1, got 100.5"),
-        (json.dumps(good_record(doc_tokens=True)), "doc_tokens must be a whole number >= 1, got True"),
-        (json.dumps(good_record(doc_tokens=None)), "doc_tokens must be a whole number >= 1, got None"),
+        (json.dumps(good_record(doc_tokens=0)), f"doc_tokens must be a whole number from 1 to {2**53}, got 0"),
+        (json.dumps(good_record(doc_tokens="100")), f"doc_tokens must be a whole number from 1 to {2**53}, got '100'"),
+        (json.dumps(good_record(doc_tokens=100.5)), f"doc_tokens must be a whole number from 1 to {2**53}, got 100.5"),
+        (json.dumps(good_record(doc_tokens=True)), f"doc_tokens must be a whole number from 1 to {2**53}, got True"),
+        (json.dumps(good_record(doc_tokens=None)), f"doc_tokens must be a whole number from 1 to {2**53}, got None"),
         (json.dumps(good_record(config="baseline", **{"pass": "p1"}, doc=0)), "'baseline' pass 'p1' reads doc 0 twice"),
+        (json.dumps(good_record(doc_tokens=2**53 + 1)), f"doc_tokens must be a whole number from 1 to {2**53}, got"),
+        ('{"config": "lmcache", "pass": "p2", "doc": 1, "doc_tokens": 100, "ttft_ms": NaN, "total_ms": 9.0}', "NaN"),
     ],
 )
 def test_fit_bad_measurement_line(tmp_path, line, fragment):
@@ -907,7 +909,12 @@ COMMANDS = {
     ("content", "fragment"),
     [
         (None, "cannot read: No such file or directory"),
-        ("not json", "not a model written by `kvlab ttft fit`"),
+        ("not json", "malformed JSON"),
+        ('{"tiers": NaN}', "malformed JSON (NaN"),
+        (
+            '{"tiers": {"recompute": {"n": 1, "intercept_ms": 1e999}}}',
+            "malformed JSON ('1e999' is beyond the float range",
+        ),
         ("[1]", "not a model written by `kvlab ttft fit`"),
         ('{"setting": {}}', "not a model written by `kvlab ttft fit`"),
         ('{"tiers": {"recompute": {"n": 3}}}', "not a model written by `kvlab ttft fit`"),
@@ -953,6 +960,31 @@ def test_bad_model_file(tmp_path, command, content, fragment):
         pytest.fail(f"uncaught {type(error).__name__}: {error}")
     fails_with_one_line(status, err, f"kvlab ttft {command}: error: {model}: ", fragment)
     assert out.read_text(encoding="utf-8") == SENTINEL
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        lambda m, model, out: fit_argv(m, 3, 100, SMALL_CONFIGS, SMALL_PASSES, m, out),  # the model over the input
+        lambda m, model, out: fit_argv(m, 3, 100, SMALL_CONFIGS, SMALL_PASSES, out, m),  # the table over the input
+        lambda m, model, out: fit_argv(m, 3, 100, SMALL_CONFIGS, SMALL_PASSES, out, out),  # two outputs in one
+        lambda m, model, out: [*sweep_argv(model), "--vary", "gpu", "--grid", "0,300", "--out", model],
+        lambda m, model, out: [*budgets_argv(model), "--out", model],
+        lambda m, model, out: [*budgets_argv(model), "--out", QWEN_1_5B],  # the model config is an input too
+    ],
+    ids=["fit-model", "fit-table", "fit-both", "sweep", "budgets", "budgets-model-config"],
+)
+def test_an_output_over_an_input_is_refused(tmp_path, argv):
+    """A usage error (exit 2, one line) before anything is read or written: no input is clobbered."""
+    measurement, model, out = tmp_path / "m.jsonl", tmp_path / "model.json", tmp_path / "out.csv"
+    write_jsonl(measurement, small_measurement())
+    model.write_text((COMMITTED / "model.json").read_text(encoding="utf-8"), encoding="utf-8")
+    before = {path: path.read_bytes() for path in (measurement, model, QWEN_1_5B)}
+    status, err = call(*argv(measurement, model, out))
+    assert status == 2 and err.count("\n") == 1 and err.startswith("kvlab ttft "), err
+    assert " is both an input and an output" in err or " is named as two outputs" in err, err
+    assert {path: path.read_bytes() for path in before} == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["m.jsonl", "model.json"]
 
 
 def test_model_without_a_needed_tier(tmp_path):

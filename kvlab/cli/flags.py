@@ -2,6 +2,7 @@
 cache's rules and policies, and a plan's setting (model, chunks, rooms)."""
 
 import math
+import sys
 
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
@@ -24,6 +25,12 @@ __all__ = [
 
 tokens = argument(whole_number(0))  # a room in tokens
 block_tokens = argument(whole_number(1))
+
+
+def compile_notice():
+    """Said on stderr before numba compiles the curve kernels, so that a first run's pause has a reason."""
+    sys.stderr.write("kvlab: compiling the exact-curve kernels (numba; once per checkout, about 10 s) ...\n")
+    sys.stderr.flush()
 
 
 def hit_ratio(text):

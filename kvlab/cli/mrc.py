@@ -6,6 +6,7 @@ from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_workload_arguments,
     block_tokens,
+    compile_notice,
     hit_ratio,
     make_workload,
     tokens,
@@ -40,7 +41,7 @@ def execute(args, parser):
 
     workload = make_workload(args, args.block_tokens)
     tier = "gpu" if args.gpu_tokens is None else "cpu"
-    curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens)
+    curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens, compile_notice)
     cache = {
         "tier": tier,
         "block_tokens": workload.block_tokens,

@@ -7,6 +7,7 @@ from kvlab.cli.flags import (
     add_workload_arguments,
     add_write_policy_argument,
     block_tokens,
+    compile_notice,
     hit_ratio,
     make_workload,
     tokens,
@@ -93,6 +94,7 @@ def execute(args, parser):
         args.partial_blocks,
         args.eviction_order,
         args.target_hit_ratio,
+        compile_notice,
     )
     return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
 

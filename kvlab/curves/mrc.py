@@ -25,7 +25,7 @@ from numba import njit
 
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
 from kvlab.cache.write_policies import WriteThrough
-from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
+from kvlab.curves.stack_distance import INFINITY, _grow, compiled, last_positions, presence_intervals
 from kvlab.replay import ratio
 
 __all__ = ["Curve", "lru_curve", "tier_curve"]
@@ -146,9 +146,10 @@ class _Stream:
         )
 
 
-def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu_tokens=None):
+def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu_tokens=None, before_compile=None):
     """Tokens served per round by the GPU tier (``gpu_tokens`` None) or by the CPU tier of write-through
-    at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers)."""
+    at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers). ``before_compile()`` is
+    called once the workload is read, if the kernels are still to be compiled (to say so)."""
     block = workload.block_tokens
     keep = choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS) == "keep"
     choose("eviction_order", eviction_order, EVICTION_ORDERS)
@@ -173,6 +174,8 @@ def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu
         hit = min(first, blocks.stored)
         order = range(blocks.stored - 1, hit - 1, -1) if tail_first else range(hit, blocks.stored)
         stream.access(keys, order, blocks)
+    if before_compile is not None and not compiled():
+        before_compile()
     return stream.curve(workload.rounds, inputs, base)
 
 
