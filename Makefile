@@ -46,23 +46,27 @@ format: $(VENV)/.dev-installed
 	$(BIN)/ruff format .
 	$(BIN)/snakefmt .
 
-$(BIN)/python:
-	$(PYTHON) -c 'import sys; sys.exit("kvlab needs Python 3.11 or newer" if sys.version_info < (3, 11) else 0)'
+# .venv/.created is written last: a .venv without it (its creation was killed) is made again from scratch.
+$(VENV)/.created:
+	@$(PYTHON) -c 'import sys; sys.exit("kvlab needs Python 3.11 or newer" if sys.version_info < (3, 11) else 0)'
+	@echo "Creating $(VENV) ..."
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
+	touch $@
 
 # kvlab itself is installed editable (the `kvlab` command); its build backend, setuptools, is pinned in
 # requirements.txt, so the install needs no other download.
 INSTALL_KVLAB = $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 
-$(VENV)/.run-installed: requirements.txt pyproject.toml | $(BIN)/python
-	@echo "Installing the pinned dependencies into $(VENV) (the first time takes a minute or two)..."
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+$(VENV)/.run-installed: requirements.txt pyproject.toml | $(VENV)/.created
+	@echo "Installing the pinned dependencies into $(VENV) (the first time takes a minute or two) ..."
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt
 	$(INSTALL_KVLAB)
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $(BIN)/python
-	@echo "Installing the pinned dependencies and test tools into $(VENV) (the first time takes a minute or two)..."
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $(VENV)/.created
+	@echo "Installing the pinned dependencies and test tools into $(VENV) (the first time takes a minute or two) ..."
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements-dev.txt
 	$(INSTALL_KVLAB)
 	touch $(VENV)/.run-installed $@
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["MAX_NODES", "check_finite", "load", "validate"]
+__all__ = ["MAX_NODES", "bad_number", "load", "validate"]
 
 MAX_NODES = 100_000  # YAML nodes after expanding aliases: config.yaml has about a thousand
 MAX_BYTES = 2**20
+MAX_WHOLE = 2**53  # as every command's whole numbers
 SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
 
@@ -67,13 +68,12 @@ def dotted(path):
 
 def load(path):
     """``(config, composed root)`` from a config.yaml; ConfigFileError (one line) if it is not plain data."""
-    path = Path(path)
+    from kvlab.files import read_bytes
+
     try:
-        data = path.read_bytes() if path.stat().st_size <= MAX_BYTES else None
-    except OSError as error:
-        raise ConfigFileError(f"{path}: cannot read: {error.strerror}") from None
-    if data is None:
-        raise ConfigFileError(f"{path}: larger than {MAX_BYTES} bytes")
+        data = read_bytes(str(path), MAX_BYTES)
+    except ValueError as error:
+        raise ConfigFileError(str(error)) from None
     try:
         text = data.decode("utf-8")
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -87,6 +87,11 @@ def load(path):
         raise ConfigFileError(f"{path}: empty")
     if expanded_size(root) > MAX_NODES:
         raise ConfigFileError(f"{path}: YAML aliases expand to more than {MAX_NODES} nodes")
+    twice = repeated_key(root)
+    if twice is not None:
+        raise ConfigFileError(
+            f"{path}:{twice.start_mark.line + 1}: {twice.value}: the key is given twice in one mapping"
+        )
     if isinstance(root, yaml.MappingNode) and any(key.value == "__use_yte__" for key, _ in root.value):
         line = line_of(root, ("__use_yte__",))
         raise ConfigFileError(f"{path}:{line}: __use_yte__: YTE templating runs code; kvlab's config is plain data")
@@ -97,13 +102,40 @@ def load(path):
     return config, root
 
 
-def check_finite(config, path=()):
-    """The key path of the first NaN or infinite number in ``config``, or None."""
+def repeated_key(node, seen=None):
+    """The first key node that repeats a key of its mapping (YAML would keep the last silently), or None."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in keys and key.value != "<<":
+                    return key
+                keys.add(key.value)
+            found = repeated_key(value, seen)
+            if found is not None:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = repeated_key(item, seen)
+            if found is not None:
+                return found
+    return None
+
+
+def bad_number(config, path=()):
+    """``(key path, why)`` of the first number kvlab cannot take (NaN, infinite, or a whole number beyond
+    2**53), or None."""
     if isinstance(config, float) and not math.isfinite(config):
-        return path
+        return path, "not a finite number"
+    if isinstance(config, int) and not isinstance(config, bool) and abs(config) > MAX_WHOLE:
+        return path, f"a whole number beyond {MAX_WHOLE}"
     children = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
     for key, value in children:
-        found = check_finite(value, (*path, key))
+        found = bad_number(value, (*path, key))
         if found is not None:
             return found
     return None
@@ -114,11 +146,13 @@ def validate(config, root=None, path="config.yaml", schema=SCHEMA):
     import jsonschema
     from jsonschema.exceptions import best_match
 
-    bad = check_finite(config)
+    bad = bad_number(config)
     if bad is not None:
-        raise ConfigFileError(f"{path}:{line_of(root, bad)}: {dotted(bad)}: not a finite number")
+        raise ConfigFileError(f"{path}:{line_of(root, bad[0])}: {dotted(bad[0])}: {bad[1]}")
     validator = jsonschema.Draft202012Validator(yaml.safe_load(Path(schema).read_text(encoding="utf-8")))
-    error = best_match(validator.iter_errors(config))
+    errors = list(validator.iter_errors(config))
+    # "unevaluated properties" only echoes a failure inside an allOf: the failure itself says more
+    error = best_match([error for error in errors if error.validator != "unevaluatedProperties"] or errors)
     if error is not None:
         where = tuple(error.absolute_path)
         message = error.message

@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 
@@ -162,25 +163,41 @@ def _mode():
     return 0o666 & ~mask
 
 
+def special(path):
+    """Whether ``path`` exists and is neither a regular file nor a folder (a device, a pipe): written in place,
+    never replaced by a rename (a rename over /dev/full would replace the device)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_together(texts):
     """Write ``{path: text or bytes}`` so that either every file is replaced or none is: all go to temporary
-    files first, then are renamed. An OSError names the file it failed on (``error.filename``)."""
+    files first, then are renamed (a device or a pipe is written in place, after the temporary files and
+    before any rename). An OSError names the file it failed on (``error.filename``)."""
     written = []
     mode = _mode()
     path = None
+    encoded = {path: text if isinstance(text, bytes) else text.encode("utf-8") for path, text in texts.items()}
     try:
-        for path, text in texts.items():
+        for path, data in encoded.items():
+            if os.path.isdir(path):  # a rename over a folder would fail after others were done: check first
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            if special(path):
+                continue
             fd, temporary = tempfile.mkstemp(
                 dir=os.path.dirname(os.path.abspath(path)), prefix=".kvlab-", suffix=".tmp"
             )
             written.append((temporary, path))
-            data = text if isinstance(text, bytes) else text.encode("utf-8")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(temporary, mode)
-        for target in texts:  # a rename over a folder would fail after others were done: check first
-            if os.path.isdir(target):
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
+        for path, data in encoded.items():
+            if special(path):
+                with open(path, "wb") as handle:
+                    handle.write(data)
     except OSError as error:
         _discard(written)
         raise OSError(error.errno, error.strerror, error.filename if error.filename in texts else path) from None

@@ -20,10 +20,29 @@ else:
 
 ORDERS = ("fwd", "rev")
 MAX_READS = 10**8  # documents read over all passes: more is refused, not left to run for hours
+MAX_WHOLE = 2**53  # any room or length: exact as a float, so every tool reads it back the same
+
+
+class Once(argparse._StoreAction):
+    """A flag that may be given once: a second value is an error, not a silent override."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", set())
+        if option_string is not None and self.dest in given:
+            parser.error(f"argument {option_string}: given twice")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are a single line on stderr (exit 2), without the usage block."""
+    """An argument parser whose errors are a single line on stderr (exit 2), without the usage block; a flag
+    is spelled in full (no abbreviations) and given at most once."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.register("action", None, Once)
+        self.register("action", "store", Once)
 
     def error(self, message):
         self.fail(message, status=2)
@@ -35,13 +54,16 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def non_negative_int(text):
-    """argparse type: a whole number >= 0."""
+    """argparse type: a whole number from 0 to MAX_WHOLE."""
+    shown = repr(text) if len(text) <= 40 else repr(text[:32]) + "..."
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {shown}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {shown}")
+    if value > MAX_WHOLE:
+        raise argparse.ArgumentTypeError(f"expected a whole number <= {MAX_WHOLE}, got {shown}")
     return value
 
 

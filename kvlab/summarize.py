@@ -28,7 +28,7 @@ FIELDS = ("config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms")
 PROG = "summarize.py"
 
 
-class InputError(Exception):
+class InputError(ValueError):
     """Bad input; the message is the whole one-line explanation."""
 
 
@@ -143,6 +143,10 @@ def quotient(numerator, denominator, name, statistic, warn):
 def write_atomically(path, text):
     """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder, so ``path`` is never
     partial."""
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):  # a device, a pipe
+        with open(path, "wb") as handle:  # written in place: a rename would replace the device itself
+            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+        return
     folder = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".summarize-", suffix=".tmp")
     mask = os.umask(0)  # the mode any new file gets, not mkstemp's 0600

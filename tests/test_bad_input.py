@@ -201,8 +201,8 @@ add("summarize", "output-missing-folder", ["in.jsonl", "nowhere/out.json"], 1, "
 add("summarize", "output-directory", ["in.jsonl", "d"], 1, "~d", {**MEAS_OK, "d": DIR})
 add("summarize", "output-dev-full", ["in.jsonl", "/dev/full"], 1, "~/dev/full", MEAS_OK)
 for id, text, message in [
-    ("empty-input", "", "~in.jsonl"),
-    ("blank-lines-only", "\n\n  \n", "~in.jsonl"),
+    # an empty or blank measurement is not an error for the lab's summarize: an empty summary and two warnings
+    # (tests/test_summarize.py, test_empty_input_gives_empty_maps)
     ("binary", b"\x00\x01\x02\xff\xfe\n", "in.jsonl:1: not UTF-8 text"),
     ("not-utf8", jl(measurement_line()).encode() + b"\xff\xfe{}\n", "in.jsonl:2: not UTF-8 text"),
     ("deep-nesting", DEEP + "\n", "in.jsonl:1: malformed JSON"),
@@ -256,7 +256,12 @@ add_many(
         ("passes-bad", ["--passes", "fwd,up"], 2, "~--passes"),
         ("too-many-accesses", {"--docs": str(10**8)}, 2, "workload lab would make"),
         ("trace-with-lab", ["--trace", "t.jsonl"], 2, "--trace is a setting of --workload mooncake, not lab"),
-        ("num-documents-with-lab", ["--num-documents", "3"], 2, "--num-documents is a setting of --workload long_doc_qa"),
+        (
+            "num-documents-with-lab",
+            ["--num-documents", "3"],
+            2,
+            "--num-documents is a setting of --workload long_doc_qa",
+        ),
         ("write-back-touch", ["--write-policy", "write-back", "--touch-cpu-on-gpu-hit"], 2, "~touch"),
         ("selective-re-store", ["--write-policy", "selective", "--re-store-on-gpu-hit"], 2, "~re"),
         ("arc-keep", ["--gpu-eviction", "arc", "--partial-blocks", "keep"], 2, "~arc"),
@@ -270,10 +275,30 @@ add_many(
         ("per-request-dev-full", ["--per-request", "/dev/full"], 1, "~/dev/full"),
     ],
 )
-add("replay", "long-doc-qa-repeat-mode", ["--workload", "long_doc_qa", "--gpu-tokens", "1", "--repeat-mode", "zigzag"], 2, "~--repeat-mode")
-add("replay", "long-doc-qa-seed-2**70", ["--workload", "long_doc_qa", "--gpu-tokens", "1", "--shuffle-seed", BIG], 2, "~--shuffle-seed")
-add("replay", "long-doc-qa-docs-with-lab-flag", ["--workload", "long_doc_qa", "--gpu-tokens", "1", "--docs", "2"], 2, "--docs is a setting of --workload lab")
-add("replay", "mooncake-no-trace", ["--workload", "mooncake", "--gpu-tokens", "1"], 2, "workload mooncake needs --trace")
+add(
+    "replay",
+    "long-doc-qa-repeat-mode",
+    ["--workload", "long_doc_qa", "--gpu-tokens", "1", "--repeat-mode", "zigzag"],
+    2,
+    "~--repeat-mode",
+)
+add(
+    "replay",
+    "long-doc-qa-seed-2**70",
+    ["--workload", "long_doc_qa", "--gpu-tokens", "1", "--shuffle-seed", BIG],
+    2,
+    "~--shuffle-seed",
+)
+add(
+    "replay",
+    "long-doc-qa-docs-with-lab-flag",
+    ["--workload", "long_doc_qa", "--gpu-tokens", "1", "--docs", "2"],
+    2,
+    "--docs is a setting of --workload lab",
+)
+add(
+    "replay", "mooncake-no-trace", ["--workload", "mooncake", "--gpu-tokens", "1"], 2, "workload mooncake needs --trace"
+)
 add_many(
     "replay",
     MOON,
@@ -292,9 +317,21 @@ for id, text, message in [
     ("binary", b"\x00\xff\x00\xfe", "t.jsonl:1: not UTF-8 text"),
     ("not-utf8", GOOD_TRACE.encode() + b'{"timestamp": "\xff"}\n', "t.jsonl:4: not UTF-8 text"),
     ("deep-nesting", DEEP + "\n", "t.jsonl:1: malformed JSON"),
-    ("nan-timestamp", GOOD_TRACE + '{"timestamp": NaN, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n', "t.jsonl:4: malformed JSON"),
-    ("1e999-timestamp", '{"timestamp": 1e999, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n', "t.jsonl:1: malformed JSON"),
-    ("5000-digit-timestamp", jl(trace_line()).replace('"timestamp": 0', f'"timestamp": {DIGITS}'), "t.jsonl:1: malformed JSON"),
+    (
+        "nan-timestamp",
+        GOOD_TRACE + '{"timestamp": NaN, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n',
+        "t.jsonl:4: malformed JSON",
+    ),
+    (
+        "1e999-timestamp",
+        '{"timestamp": 1e999, "input_length": 1, "output_length": 1, "hash_ids": [1]}\n',
+        "t.jsonl:1: malformed JSON",
+    ),
+    (
+        "5000-digit-timestamp",
+        jl(trace_line()).replace('"timestamp": 0', f'"timestamp": {DIGITS}'),
+        "t.jsonl:1: malformed JSON",
+    ),
     ("negative-timestamp", jl(trace_line(-1)), "t.jsonl:1: timestamp must be a finite number >= 0"),
     ("missing-hash-ids", GOOD_TRACE + jl(without(trace_line(), "hash_ids")), "t.jsonl:4: missing field(s): hash_ids"),
     ("input-length-string", jl(trace_line(input_length="1000")), "t.jsonl:1: input_length must be a whole number"),
@@ -319,7 +356,12 @@ add_many(
         ("write-policy-not-a-flag", ["--write-policy", "write-back"], 2, "unrecognized arguments"),
         ("eviction-not-a-flag", ["--gpu-eviction", "lfu"], 2, "unrecognized arguments"),
         ("duplicate-flag", ["--block-tokens", "7"], 2, "~--block-tokens"),
-        ("ratio-above-1", ["--target-hit-ratio", "1.5"], 2, "argument --target-hit-ratio: expected a ratio between 0 and 1"),
+        (
+            "ratio-above-1",
+            ["--target-hit-ratio", "1.5"],
+            2,
+            "argument --target-hit-ratio: expected a ratio between 0 and 1",
+        ),
         ("ratio-negative", ["--target-hit-ratio", "-0.1"], 2, "argument --target-hit-ratio: expected a ratio"),
         ("ratio-nan", ["--target-hit-ratio", "nan"], 2, "argument --target-hit-ratio: expected a ratio"),
         ("ratio-inf", ["--target-hit-ratio", "inf"], 2, "argument --target-hit-ratio: expected a ratio"),
@@ -348,8 +390,20 @@ add_many(
         ("curve-is-trace", {"--curve": "t.jsonl"}, 2, "t.jsonl is both an input and an output"),
         ("mooncake-block-1000", ["--block-tokens", "1000"], 2, "--block-tokens must be a multiple"),
         ("trace-missing", {"--trace": "missing.jsonl"}, 1, "missing.jsonl: cannot read"),
-        ("trace-nan", {}, 1, "t.jsonl:2: malformed JSON", {"t.jsonl": GOOD_TRACE.replace('"timestamp": 1', '"timestamp": NaN')}),
-        ("trace-missing-field", {}, 1, "t.jsonl:1: missing field(s): input_length", {"t.jsonl": jl(without(trace_line(), "input_length"))}),
+        (
+            "trace-nan",
+            {},
+            1,
+            "t.jsonl:2: malformed JSON",
+            {"t.jsonl": GOOD_TRACE.replace('"timestamp": 1', '"timestamp": NaN')},
+        ),
+        (
+            "trace-missing-field",
+            {},
+            1,
+            "t.jsonl:1: missing field(s): input_length",
+            {"t.jsonl": jl(without(trace_line(), "input_length"))},
+        ),
         ("trace-not-utf8", {}, 1, "t.jsonl:1: not UTF-8 text", {"t.jsonl": b"\xc3\x28\n"}),
     ],
     {"t.jsonl": GOOD_TRACE, "c.csv": OLD},
@@ -386,7 +440,12 @@ add_many(
         ("cpu-gb-1e999999999", ["--cpu-gb", HUGE_EXP], 2, "argument --cpu-gb: expected at most 1099511627776 GiB"),
         ("cpu-gb-5000-digits", ["--cpu-gb", DIGITS], 2, "argument --cpu-gb:"),
         ("cpu-gb-2**40+1", ["--cpu-gb", str(2**40 + 1)], 2, "argument --cpu-gb: expected at most 1099511627776 GiB"),
-        ("cpu-gb-19-places", ["--cpu-gb", "0." + "0" * 18 + "1"], 2, "argument --cpu-gb: expected at most 18 decimal places"),
+        (
+            "cpu-gb-19-places",
+            ["--cpu-gb", "0." + "0" * 18 + "1"],
+            2,
+            "argument --cpu-gb: expected at most 18 decimal places",
+        ),
         ("cpu-gb-hex", ["--cpu-gb", "0x10"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
         ("gpu-gb-2**70", {"--gpu-tokens": None, "+": ["--gpu-gb", BIG]}, 2, "~--gpu-gb"),
         ("gpu-tokens-2**70", {"--gpu-tokens": BIG}, 2, "argument --gpu-tokens: expected a whole number <="),
@@ -405,7 +464,25 @@ add_many(
     ],
     PLAN_FILES,
 )
-add("plan", "mooncake-chunk-100", ["--workload", "mooncake", "--trace", "t.jsonl", "--model-config", "m.json", "--gpu-tokens", "1", "--chunk-tokens", "100"], 2, "--block-tokens must be a multiple", {**PLAN_FILES, **TRACE_FILES})
+add(
+    "plan",
+    "mooncake-chunk-100",
+    [
+        "--workload",
+        "mooncake",
+        "--trace",
+        "t.jsonl",
+        "--model-config",
+        "m.json",
+        "--gpu-tokens",
+        "1",
+        "--chunk-tokens",
+        "100",
+    ],
+    2,
+    "--block-tokens must be a multiple",
+    {**PLAN_FILES, **TRACE_FILES},
+)
 for id, text, message in [
     ("empty", "", "m.json: malformed JSON"),
     ("binary", b"\x89PNG\r\n\x1a\n\x00\x00", "m.json: not UTF-8 text"),
@@ -451,8 +528,18 @@ add_many(
         ("cpu-2**53+1", {"--cpu-tokens": f"0,{OVER}"}, 2, "argument --cpu-tokens: expected a whole number <="),
         ("cpu-5000-digits", {"--cpu-tokens": DIGITS}, 2, "argument --cpu-tokens: expected a whole number"),
         ("gpu-nan", {"--gpu-tokens": "nan"}, 2, "argument --gpu-tokens: expected a whole number >= 0"),
-        ("write-policies-repeated", {"--write-policies": "write-back,write-back"}, 2, "argument --write-policies: write policies: an item is given twice"),
-        ("write-policies-choice", {"--write-policies": "lru"}, 2, "argument --write-policies: 'lru' is not a write policy"),
+        (
+            "write-policies-repeated",
+            {"--write-policies": "write-back,write-back"},
+            2,
+            "argument --write-policies: write policies: an item is given twice",
+        ),
+        (
+            "write-policies-choice",
+            {"--write-policies": "lru"},
+            2,
+            "argument --write-policies: 'lru' is not a write policy",
+        ),
         ("write-policies-empty", {"--write-policies": ""}, 2, "argument --write-policies: '' is not a write policy"),
         ("docs-2**70", {"--docs": BIG}, 2, "argument --docs: expected a whole number <="),
         ("docs-too-many", {"--docs": str(10**8)}, 2, "workload lab would make"),
@@ -476,13 +563,23 @@ add_many(
         ("unknown-flag", ["--record-pass", "1"], 2, "unrecognized arguments"),
         ("duplicate-flag", ["--evictions", "fifo"], 2, "~--evictions"),
         ("block-zero", {"--block-tokens": "0"}, 2, "argument --block-tokens: expected a whole number >= 1"),
-        ("block-repeated", {"--block-tokens": "5,5"}, 2, "argument --block-tokens: block sizes in tokens: an item is given twice"),
+        (
+            "block-repeated",
+            {"--block-tokens": "5,5"},
+            2,
+            "argument --block-tokens: block sizes in tokens: an item is given twice",
+        ),
         ("gpu-not-a-number", {"--gpu-tokens": "10,x"}, 2, "argument --gpu-tokens: expected a whole number >= 0"),
         ("cpu-2**70", {"--cpu-tokens": BIG}, 2, "argument --cpu-tokens: expected a whole number <="),
-        ("evictions-repeated", {"--evictions": "lru,lru"}, 2, "argument --evictions: eviction policies: an item is given twice"),
+        (
+            "evictions-repeated",
+            {"--evictions": "lru,lru"},
+            2,
+            "argument --evictions: eviction policies: an item is given twice",
+        ),
         ("evictions-choice", {"--evictions": "mru"}, 2, "argument --evictions: 'mru' is not a eviction policy"),
         ("arc-keep", {"--evictions": "arc", "+": ["--partial-blocks", "keep"]}, 2, "~arc"),
-        ("write-back-touch", ["--write-policies", "write-back", "--touch-cpu-on-gpu-hit"], 2, "~touch"),
+        ("write-back-touch", {"--write-policies": "write-back", "+": ["--touch-cpu-on-gpu-hit"]}, 2, "~touch"),
         ("trace-with-lab", ["--trace", "t.jsonl"], 2, "--trace is a setting of --workload mooncake, not lab"),
         ("too-many-accesses", {"--docs": str(10**8)}, 2, "workload lab would make"),
         ("docs-negative", {"--docs": "-3"}, 2, "~--docs"),
@@ -491,7 +588,14 @@ add_many(
     ],
     {"out.csv": OLD},
 )
-add("policies table", "opt-keep", [*edit(TABLE, {"--evictions": "lru,opt"}), "--partial-blocks", "keep"], 2, "~opt", {"out.csv": OLD})
+add(
+    "policies table",
+    "opt-keep",
+    [*edit(TABLE, {"--evictions": "lru,opt"}), "--partial-blocks", "keep"],
+    2,
+    "~opt",
+    {"out.csv": OLD},
+)
 TABLE_MOON = ["--workload", "mooncake", "--trace", "t.jsonl", "--gpu-tokens", "1024", "--cpu-tokens", "0"]
 TABLE_MOON += ["--block-tokens", "512", "--write-policies", "write-through", "--evictions", "lru", "--out", "out.csv"]
 add_many(
@@ -512,7 +616,18 @@ add("ttft", "no-subcommand", [], 2, "the following arguments are required: comma
 add("ttft", "unknown-subcommand", ["predict"], 2, "argument command: invalid choice")
 add("ttft", "flag-without-subcommand", ["--hlep"], 2, "the following arguments are required: command")
 FIT = ["--measurement", "m.jsonl", "--docs", "2", "--tokens", "10", "--config", "baseline:10,0"]
-FIT += ["--config", "lmcache:10,100", "--pass", "p1:fwd", "--pass", "p2:fwd", "--model", "model.json", "--table", "table.csv"]
+FIT += [
+    "--config",
+    "lmcache:10,100",
+    "--pass",
+    "p1:fwd",
+    "--pass",
+    "p2:fwd",
+    "--model",
+    "model.json",
+    "--table",
+    "table.csv",
+]
 FIT_FILES = {"m.jsonl": MEASUREMENT, "model.json": OLD, "table.csv": OLD}
 add_many(
     "ttft fit",
@@ -550,14 +665,22 @@ for id, text, message in [
     ("deep-nesting", DEEP + "\n", "m.jsonl:1: malformed JSON"),
     ("nan", MEASUREMENT.replace("5.0", "NaN", 1), "m.jsonl:1: malformed JSON"),
     ("array-line", MEASUREMENT + "[]\n", "m.jsonl:9: expected a JSON object"),
-    ("missing-field", MEASUREMENT + jl(without(measurement_line(doc=1), "doc_tokens")), "m.jsonl:9: missing field(s): doc_tokens"),
+    (
+        "missing-field",
+        MEASUREMENT + jl(without(measurement_line(doc=1), "doc_tokens")),
+        "m.jsonl:9: missing field(s): doc_tokens",
+    ),
     ("ttft-string", jl(measurement_line(ttft="5")), "m.jsonl:1: ttft_ms must be a number"),
     ("unknown-config", jl(measurement_line(config="other")), "m.jsonl:1: config 'other' is not in the setting"),
     ("unknown-pass", jl(measurement_line(name="p9")), "m.jsonl:1: pass 'p9' is not in the setting"),
     ("doc-out-of-range", jl(measurement_line(doc=2)), "m.jsonl:1: doc must be a document number 0..1"),
     ("doc-float", jl(measurement_line(doc=0.0)), "m.jsonl:1: doc must be a document number"),
     ("doc-tokens-zero", jl(measurement_line(tokens=0)), "m.jsonl:1: doc_tokens must be a whole number from 1"),
-    ("doc-read-twice", jl(measurement_line(), measurement_line()), "m.jsonl:2: config 'baseline' pass 'p1' reads doc 0 twice"),
+    (
+        "doc-read-twice",
+        jl(measurement_line(), measurement_line()),
+        "m.jsonl:2: config 'baseline' pass 'p1' reads doc 0 twice",
+    ),
     ("ttft-1e308", MEASUREMENT.replace("5.0", "1e308").replace("6.0", "1.7e308"), "~m.jsonl"),
 ]:
     add("ttft fit", f"measurement-{id}", FIT, 1, message, {**FIT_FILES, "m.jsonl": text})
@@ -591,7 +714,12 @@ add_many(
         ("gpu-nan", ["--gpu", "nan"], 2, "argument --gpu: expected a whole number >= 0"),
         ("cpu-1e999999999", ["--cpu", HUGE_EXP], 2, "argument --cpu: expected a whole number >= 0"),
         ("write-policy-choice", ["--write-policy", "lru"], 2, "argument --write-policy: invalid choice"),
-        ("docs-too-many", {"--docs": str(5 * 10**7), "--grid": "0,10"}, 2, "--docs 50000000 x 2 passes x 2 points reads more than"),
+        (
+            "docs-too-many",
+            {"--docs": str(5 * 10**7), "--grid": "0,10"},
+            2,
+            "--docs 50000000 x 2 passes x 2 points reads more than",
+        ),
         ("docs-2**70", {"--docs": BIG}, 2, "argument --docs: expected a whole number <="),
         ("tokens-zero", {"--tokens": "0"}, 2, "argument --tokens: expected a whole number >= 1"),
         ("passes-bad", {"--passes": "fwd,back"}, 2, "argument --passes: expected a comma-separated list"),
@@ -615,9 +743,17 @@ for id, text, message in [
     ("number", "5", "model.json: not a model written by `kvlab ttft fit`"),
     ("tiers-list", json.dumps({"tiers": []}), "model.json: not a model written by `kvlab ttft fit`"),
     ("tier-unknown", ttft_model(disk={"n": 1}), "model.json: not a model written by `kvlab ttft fit`"),
-    ("tier-field-string", ttft_model(gpu_hit={**json.loads(TTFT_MODEL)["tiers"]["gpu_hit"], "intercept_ms": "30"}), "model.json: not a model written by"),
+    (
+        "tier-field-string",
+        ttft_model(gpu_hit={**json.loads(TTFT_MODEL)["tiers"]["gpu_hit"], "intercept_ms": "30"}),
+        "model.json: not a model written by",
+    ),
     ("tier-field-missing", ttft_model(gpu_hit={"n": 8}), "model.json: not a model written by"),
-    ("tier-huge", ttft_model(**{t: {**f, "intercept_ms": 1.7e308} for t, f in json.loads(TTFT_MODEL)["tiers"].items()}), "~"),
+    (
+        "tier-huge",
+        ttft_model(**{t: {**f, "intercept_ms": 1.7e308} for t, f in json.loads(TTFT_MODEL)["tiers"].items()}),
+        "~",
+    ),
 ]:
     add("ttft sweep", f"model-{id}", SWEEP, 1, message, {**SWEEP_FILES, "model.json": text})
 
@@ -641,8 +777,18 @@ add_many(
         ("grid-negative", {"--cpu-gb-grid": "-1"}, 2, "argument --cpu-gb-grid: expected a number of GiB >= 0"),
         ("grid-2**41", {"--cpu-gb-grid": str(2**41)}, 2, "argument --cpu-gb-grid: expected at most 1099511627776 GiB"),
         ("grid-1e999999999", {"--cpu-gb-grid": HUGE_EXP}, 2, "argument --cpu-gb-grid: expected at most"),
-        ("grid-19-places", {"--cpu-gb-grid": "1." + "0" * 18 + "1"}, 2, "argument --cpu-gb-grid: expected at most 18 decimal places"),
-        ("gpu-gb-nan", {"--gpu-tokens": None, "+": ["--gpu-gb", "nan"]}, 2, "argument --gpu-gb: expected a number of GiB >= 0"),
+        (
+            "grid-19-places",
+            {"--cpu-gb-grid": "1." + "0" * 18 + "1"},
+            2,
+            "argument --cpu-gb-grid: expected at most 18 decimal places",
+        ),
+        (
+            "gpu-gb-nan",
+            {"--gpu-tokens": None, "+": ["--gpu-gb", "nan"]},
+            2,
+            "argument --gpu-gb: expected a number of GiB >= 0",
+        ),
         ("tp-zero", ["--tp", "0"], 2, "argument --tp: expected a whole number >= 1"),
         ("write-policy-choice", ["--write-policy", "write-around"], 2, "argument --write-policy: invalid choice"),
         ("trace-with-lab", ["--trace", "t.jsonl"], 2, "--trace is a setting of --workload mooncake, not lab"),
@@ -676,10 +822,33 @@ add_many(
     PLOT_FILES,
 )
 add("plots", "no-arguments", [], 2, "the following arguments are required")
-add("plots", "unknown-plot", ["histogram", "--out", "out.png", "in.csv"], 2, "argument plot: invalid choice", PLOT_FILES)
-add("plots", "no-inputs", ["ttft_budgets", "--out", "out.png"], 2, "the following arguments are required: inputs", PLOT_FILES)
-add("plots", "gpu-cliff-one-input", ["gpu_cliff", "--out", "out.png", "cliff.json"], 2, "~gpu_cliff", {"cliff.json": CLIFF_JSON, "out.png": OLD})
-add("plots", "ttft-budgets-two-inputs", ["ttft_budgets", "--out", "out.png", "in.csv", "in2.csv"], 2, "~ttft_budgets", {**PLOT_FILES, "in2.csv": BUDGETS_CSV})
+add(
+    "plots", "unknown-plot", ["histogram", "--out", "out.png", "in.csv"], 2, "argument plot: invalid choice", PLOT_FILES
+)
+add(
+    "plots",
+    "no-inputs",
+    ["ttft_budgets", "--out", "out.png"],
+    2,
+    "the following arguments are required: inputs",
+    PLOT_FILES,
+)
+add(
+    "plots",
+    "gpu-cliff-one-input",
+    ["gpu_cliff", "--out", "out.png", "cliff.json"],
+    2,
+    "~gpu_cliff",
+    {"cliff.json": CLIFF_JSON, "out.png": OLD},
+)
+add(
+    "plots",
+    "ttft-budgets-two-inputs",
+    ["ttft_budgets", "--out", "out.png", "in.csv", "in2.csv"],
+    2,
+    "~ttft_budgets",
+    {**PLOT_FILES, "in2.csv": BUDGETS_CSV},
+)
 for id, files, message in [
     ("input-missing", {}, "~missing.csv"),
     ("input-directory", {"missing.csv": DIR}, "~missing.csv"),
@@ -691,7 +860,14 @@ for id, files, message in [
     ("input-nan", {"missing.csv": BUDGETS_CSV + "2.0,10,all,nan,1,1\n"}, "~missing.csv"),
     ("input-text-number", {"missing.csv": BUDGETS_CSV + "2.0,10,all,high,1,1\n"}, "~missing.csv"),
 ]:
-    add("plots", f"ttft-budgets-{id}", ["ttft_budgets", "--out", "out.png", "missing.csv"], 1, message, {"out.png": OLD, **files})
+    add(
+        "plots",
+        f"ttft-budgets-{id}",
+        ["ttft_budgets", "--out", "out.png", "missing.csv"],
+        1,
+        message,
+        {"out.png": OLD, **files},
+    )
 add("plots", "input-dev-zero", ["ttft_budgets", "--out", "out.png", "/dev/zero"], 1, "~/dev/zero", {"out.png": OLD})
 for id, text in [
     ("nan", CLIFF_JSON.replace("0", "NaN", 1)),
@@ -702,7 +878,14 @@ for id, text in [
     ("values-strings", json.dumps({"21520": "ten", "30000": "x"})),
     ("not-utf8", b'{"21520": 1, "\xff": 2}'),
 ]:
-    add("plots", f"gpu-cliff-{id}", ["gpu_cliff", "--out", "out.png", "cliff.json", "sweep.csv"], 1, "~cliff.json", {"cliff.json": text, "sweep.csv": SWEEP_CSV, "out.png": OLD})
+    add(
+        "plots",
+        f"gpu-cliff-{id}",
+        ["gpu_cliff", "--out", "out.png", "cliff.json", "sweep.csv"],
+        1,
+        "~cliff.json",
+        {"cliff.json": text, "sweep.csv": SWEEP_CSV, "out.png": OLD},
+    )
 
 # --- kvlab collect ------------------------------------------------------------------------------------------
 COLLECT = ["--pass", "2", "--value", "hits", "--out", "out.json", "30000.json"]
@@ -737,11 +920,24 @@ add_many(
         ("point-missing", ["40000.json"], 1, "40000.json: cannot read"),
         ("point-directory", ["40000.json"], 1, "~40000.json", {"40000.json": DIR}),
         ("point-dev-zero", ["/dev/zero"], 1, "/dev/zero: larger than"),
-        ("point-stem-twice", ["sub/30000.json"], 1, "sub/30000.json: grid value 30000 appears twice", {"sub/30000.json": SCENARIO_OUT}),
+        (
+            "point-stem-twice",
+            ["sub/30000.json"],
+            1,
+            "sub/30000.json: grid value 30000 appears twice",
+            {"sub/30000.json": SCENARIO_OUT},
+        ),
     ],
     COLLECT_FILES,
 )
-add("collect", "no-points", ["--pass", "2", "--value", "hits", "--out", "out.json"], 2, "the following arguments are required: points", {"out.json": OLD})
+add(
+    "collect",
+    "no-points",
+    ["--pass", "2", "--value", "hits", "--out", "out.json"],
+    2,
+    "the following arguments are required: points",
+    {"out.json": OLD},
+)
 for id, text, message in [
     ("empty", "", "40000.json: malformed JSON"),
     ("binary", b"\x00\xff\x00", "40000.json: not UTF-8 text"),
@@ -752,9 +948,9 @@ for id, text, message in [
     ("array", "[]", "40000.json: not a scenario output (no passes list)"),
     ("number", "3", "40000.json: not a scenario output (no passes list)"),
     ("passes-of-numbers", json.dumps({"passes": [1, 2]}), "40000.json: not a scenario output (no passes list)"),
-    ("hits-string", scenario_out(gpu_hits="3"), "40000.json: pass 2 has no whole-number counts"),
-    ("hits-float", scenario_out(gpu_hits=1.5), "40000.json: pass 2 has no whole-number counts"),
-    ("hits-missing", json.dumps({"passes": [{}, {"misses": 1}]}), "40000.json: pass 2 has no whole-number counts"),
+    ("hits-string", scenario_out(gpu_hits="3"), "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"),
+    ("hits-float", scenario_out(gpu_hits=1.5), "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"),
+    ("hits-missing", json.dumps({"passes": [{}, {"misses": 1}]}), "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"),
     ("hits-bool", scenario_out(gpu_hits=True, cpu_hits=True), "~40000.json"),
     ("hits-negative", scenario_out(gpu_hits=-5), "~40000.json"),
     ("hits-2**70", scenario_out(gpu_hits=2**70), "~40000.json"),
@@ -822,17 +1018,32 @@ add_many(
         ("jitter-11", {"--jitter": "11"}, 2, "argument --jitter: expected a relative standard deviation from 0 to 10"),
         ("jitter-nan", {"--jitter": "nan"}, 2, "argument --jitter: expected a relative standard deviation"),
         ("jitter-negative", {"--jitter": "-0.1"}, 2, "argument --jitter: expected a relative standard deviation"),
-        ("gpu-hit-negative", {"--gpu-hit-ms": "-1"}, 2, "argument --gpu-hit-ms: expected milliseconds from 0 to 1000000000"),
+        (
+            "gpu-hit-negative",
+            {"--gpu-hit-ms": "-1"},
+            2,
+            "argument --gpu-hit-ms: expected milliseconds from 0 to 1000000000",
+        ),
         ("gpu-hit-1e10", {"--gpu-hit-ms": "1e10"}, 2, "argument --gpu-hit-ms: expected milliseconds"),
         ("cpu-load-inf", {"--cpu-load-ms": "inf"}, 2, "argument --cpu-load-ms: expected milliseconds"),
         ("recompute-1e999999999", {"--recompute-ms": HUGE_EXP}, 2, "argument --recompute-ms: expected milliseconds"),
         ("decode-empty", {"--decode-ms": ""}, 2, "argument --decode-ms: expected milliseconds"),
-        ("store-5000-digits", {"--store-overhead-ms": DIGITS}, 2, "argument --store-overhead-ms: expected milliseconds"),
+        (
+            "store-5000-digits",
+            {"--store-overhead-ms": DIGITS},
+            2,
+            "argument --store-overhead-ms: expected milliseconds",
+        ),
         ("seed-2**70", {"--seed": BIG}, 2, "argument --seed: expected a whole number from"),
         ("seed-float", {"--seed": "1.5"}, 2, "argument --seed: expected a whole number from"),
         ("docs-negative", {"--docs": "-2"}, 2, "argument --docs: expected a whole number >= 0"),
         ("docs-2**70", {"--docs": BIG}, 2, "argument --docs: expected a whole number <="),
-        ("docs-too-many", {"--docs": str(10**8), "+": ["--pass", "p2:rev"]}, 2, "--docs 100000000 makes more than 100000000"),
+        (
+            "docs-too-many",
+            {"--docs": str(10**8), "+": ["--pass", "p2:rev"]},
+            2,
+            "--docs 100000000 makes more than 100000000",
+        ),
         ("tokens-2**54", {"--tokens": str(2**54)}, 2, "argument --tokens: expected a whole number <="),
         ("out-directory", {"--out": "d"}, 1, "~d", {"d": DIR}),
         ("out-missing-folder", {"--out": "nowhere/m.jsonl"}, 1, "~nowhere/m.jsonl"),
@@ -895,12 +1106,26 @@ for key in TOP_KEYS:
 config_case("unknown-top-key", CONFIG_TEXT + "\nextra: 1\n", "~extra: unknown key")
 _text = CONFIG_TEXT.replace("  docs: 10\n  tokens: 5011\n", "  docs: 10\n  tokens: 5011\n  doc: 3\n", 1)
 config_case("unknown-nested-key", _text, f"c.yaml:{line_with(_text, '  doc: 3')}: scenario.doc: unknown key")
-_text = CONFIG_TEXT.replace("    gpu: 21520\n    cpu: 0\n    passes: [fwd, fwd]\n", "    gpu: -1\n    cpu: 0\n    passes: [fwd, fwd]\n", 1)
+_text = CONFIG_TEXT.replace(
+    "    gpu: 21520\n    cpu: 0\n    passes: [fwd, fwd]\n", "    gpu: -1\n    cpu: 0\n    passes: [fwd, fwd]\n", 1
+)
 config_case("negative-room", _text, f"c.yaml:{line_with(_text, 'gpu: -1')}: runs.cyclic.gpu:")
-config_case("nan", CONFIG_TEXT.replace("jitter: 0.03", "jitter: .nan"), "~example_measurement.jitter: not a finite number")
-config_case("inf", CONFIG_TEXT.replace("gpu_hit: 30.0", "gpu_hit: .inf"), "~example_measurement.latency_ms.gpu_hit: not a finite number")
-config_case("minus-inf", CONFIG_TEXT.replace("target_hit_ratio: 0.5\n\n# CPU", "target_hit_ratio: -.inf\n\n# CPU"), "~mrc.target_hit_ratio: not a finite number")
-config_case("1e999", CONFIG_TEXT.replace("cpu_gb: 1.5", "cpu_gb: 1.0e+999", 1), "~plans.lab.cpu_gb: not a finite number")
+config_case(
+    "nan", CONFIG_TEXT.replace("jitter: 0.03", "jitter: .nan"), "~example_measurement.jitter: not a finite number"
+)
+config_case(
+    "inf",
+    CONFIG_TEXT.replace("gpu_hit: 30.0", "gpu_hit: .inf"),
+    "~example_measurement.latency_ms.gpu_hit: not a finite number",
+)
+config_case(
+    "minus-inf",
+    CONFIG_TEXT.replace("target_hit_ratio: 0.5\n\n# CPU", "target_hit_ratio: -.inf\n\n# CPU"),
+    "~mrc.target_hit_ratio: not a finite number",
+)
+config_case(
+    "1e999", CONFIG_TEXT.replace("cpu_gb: 1.5", "cpu_gb: 1.0e+999", 1), "~plans.lab.cpu_gb: not a finite number"
+)
 config_case("docs-string", config_yaml(setting(["scenario", "docs"], "ten")), "~scenario.docs:")
 config_case("docs-float", config_yaml(setting(["scenario", "docs"], 10.5)), "~scenario.docs:")
 config_case("docs-bool", config_yaml(setting(["scenario", "docs"], True)), "~scenario.docs:")
@@ -909,19 +1134,27 @@ config_case("room-2**70", config_yaml(setting(["runs", "cyclic", "gpu"], 2**70))
 config_case("passes-bad", config_yaml(setting(["runs", "cyclic", "passes"], ["fwd", "up"])), "~runs.cyclic.passes")
 config_case("passes-empty", config_yaml(setting(["runs", "cyclic", "passes"], [])), "~runs.cyclic.passes")
 config_case("runs-list", config_yaml(setting(["runs"], ["cyclic"])), "~runs:")
-config_case("write-policy-bad", config_yaml(setting(["replay", "write_policy"], "write-around")), "~replay.write_policy")
+config_case(
+    "write-policy-bad", config_yaml(setting(["replay", "write_policy"], "write-around")), "~replay.write_policy"
+)
 config_case("eviction-bad", config_yaml(setting(["replay", "gpu_eviction"], "mru")), "~replay.gpu_eviction")
 config_case("block-zero", config_yaml(setting(["replay", "rooms", "block_tokens"], [0])), "~replay.rooms.block_tokens")
 config_case("ratio-2", config_yaml(setting(["mrc", "target_hit_ratio"], 2)), "~mrc.target_hit_ratio")
 config_case("cpu-gb-negative", config_yaml(setting(["plans", "lab", "cpu_gb"], -1)), "~plans.lab.cpu_gb")
-config_case("jitter-string", config_yaml(setting(["example_measurement", "jitter"], "0.03")), "~example_measurement.jitter")
+config_case(
+    "jitter-string", config_yaml(setting(["example_measurement", "jitter"], "0.03")), "~example_measurement.jitter"
+)
 config_case("yte-header", "__use_yte__: true\n" + CONFIG_TEXT, "c.yaml:1: __use_yte__: YTE templating runs code")
 config_case("yte-header-late", CONFIG_TEXT + "\n__use_yte__: true\n", "~__use_yte__")
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
 )
 config_case("alias-bomb", BOMB, "c.yaml: YAML aliases expand to more than 100000 nodes")
-config_case("alias-bomb-in-config", CONFIG_TEXT + "\n" + BOMB.replace("a:", "zz_a:", 1).replace("\nb:", "\nzz_b:"), "~YAML aliases expand to more than 100000 nodes")
+config_case(
+    "alias-bomb-in-config",
+    CONFIG_TEXT + "\n" + BOMB.replace("a:", "zz_a:", 1).replace("\nb:", "\nzz_b:"),
+    "~YAML aliases expand to more than 100000 nodes",
+)
 config_case("document-list", "- 1\n- 2\n", "~(top level)")
 config_case("document-scalar", "42\n", "~(top level)")
 config_case("document-string", "hello\n", "~(top level)")
@@ -942,20 +1175,56 @@ config_case("two-files", CONFIG_TEXT, "unrecognized arguments", ("c.yaml", "c.ya
 config_case("unknown-flag", CONFIG_TEXT, "unrecognized arguments: --strict", ("--strict", "c.yaml"), code=2)
 config_case("duplicate-key", CONFIG_TEXT + "\nscenario:\n  docs: 3\n  tokens: 10\n", "~scenario")
 # cross-field rules
-config_case("sweep-varies-fixed", config_yaml(setting(["sweeps", "cliff", "fixed", "gpu"], 1)), "~sweeps.cliff varies 'gpu' and also fixes it")
-config_case("record-pass-3", config_yaml(setting(["sweeps", "cliff", "record", "pass"], 3)), "~sweeps.cliff.record.pass is 3 but sweeps.cliff.passes has only 2")
-config_case("run-named-like-sweep", config_yaml(lambda c: c["runs"].update(cliff=c["runs"]["cyclic"])), "~artifact name 'cliff' is used twice")
-config_case("policies-gpu-sweep", config_yaml(setting(["policies", "cpu_cliff", "sweep"], "cliff")), "~policies.cpu_cliff.sweep must name a sweep that varies cpu")
+config_case(
+    "sweep-varies-fixed",
+    config_yaml(setting(["sweeps", "cliff", "fixed", "gpu"], 1)),
+    "~sweeps.cliff varies 'gpu' and also fixes it",
+)
+config_case(
+    "record-pass-3",
+    config_yaml(setting(["sweeps", "cliff", "record", "pass"], 3)),
+    "~sweeps.cliff.record.pass is 3 but sweeps.cliff.passes has only 2",
+)
+config_case(
+    "run-named-like-sweep",
+    config_yaml(lambda c: c["runs"].update(cliff=c["runs"]["cyclic"])),
+    "~artifact name 'cliff' is used twice",
+)
+config_case(
+    "policies-gpu-sweep",
+    config_yaml(setting(["policies", "cpu_cliff", "sweep"], "cliff")),
+    "~policies.cpu_cliff.sweep must name a sweep that varies cpu",
+)
 config_case("arc-keep", config_yaml(lambda c: c["replay"].update(gpu_eviction="arc", partial_blocks="keep")), "~arc")
-config_case("touch-write-back", config_yaml(lambda c: c["replay"].update(write_policy="write-back", touch_cpu_on_gpu_hit=True)), "~touch")
-config_case("policies-opt-keep", config_yaml(setting(["replay", "partial_blocks"], "keep")), "~policies.evictions has arc, opt, which need partial_blocks drop")
-config_case("tables-unknown-workload", config_yaml(setting(["policies", "tables", "workloads"], ["lab", "nope"])), "~policies.tables.workloads names 'nope'")
+config_case(
+    "touch-write-back",
+    config_yaml(lambda c: c["replay"].update(write_policy="write-back", touch_cpu_on_gpu_hit=True)),
+    "~touch",
+)
+config_case(
+    "policies-opt-keep",
+    config_yaml(setting(["replay", "partial_blocks"], "keep")),
+    "~policies.evictions has arc, opt, which need partial_blocks drop",
+)
+config_case(
+    "tables-unknown-workload",
+    config_yaml(setting(["policies", "tables", "workloads"], ["lab", "nope"])),
+    "~policies.tables.workloads names 'nope'",
+)
 config_case("mrc-unknown-workload", config_yaml(setting(["mrc", "workloads"], ["nope"])), "~nope")
 config_case("plan-unknown-workload", config_yaml(setting(["plans", "lab", "workload"], "nope")), "~nope")
 config_case("ttft-unknown-sweep", config_yaml(setting(["ttft", "sweeps"], ["nope"])), "~nope")
 config_case("plots-unknown-sweep", config_yaml(setting(["plots", "gpu_cliff"], "nope")), "~nope")
-config_case("plan-model-config-missing", config_yaml(setting(["plans", "lab", "model_config"], "models/none/config.json")), "~models/none/config.json")
-config_case("mooncake-block-16", config_yaml(lambda c: c["replay"]["workloads"].update(t={"source": "mooncake", "trace": "t.jsonl"})), "~must be multiples of 512")
+config_case(
+    "plan-model-config-missing",
+    config_yaml(setting(["plans", "lab", "model_config"], "models/none/config.json")),
+    "~models/none/config.json",
+)
+config_case(
+    "mooncake-block-16",
+    config_yaml(lambda c: c["replay"]["workloads"].update(t={"source": "mooncake", "trace": "t.jsonl"})),
+    "~must be multiples of 512",
+)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1148,7 +1417,19 @@ STDOUT_COMMANDS = {
     "scenario": ["scenario", "--docs", "2", "--tokens", "10"],
     "replay": ["replay", *REPLAY],
     "mrc": ["mrc", *MRC],
-    "plan": ["plan", "--workload", "lab", "--docs", "2", "--tokens", "10", "--model-config", f"{R}/models/Qwen2.5-1.5B-Instruct/config.json", "--gpu-tokens", "100"],
+    "plan": [
+        "plan",
+        "--workload",
+        "lab",
+        "--docs",
+        "2",
+        "--tokens",
+        "10",
+        "--model-config",
+        f"{R}/models/Qwen2.5-1.5B-Instruct/config.json",
+        "--gpu-tokens",
+        "100",
+    ],
 }
 
 
@@ -1177,7 +1458,18 @@ def ok(result):
 
 
 def test_plan_takes_a_tebibyte_of_cpu():
-    result = ok(kvlab("plan", *PLAN[:6], "--model-config", f"{R}/models/Qwen2.5-1.5B-Instruct/config.json", "--gpu-tokens", "100", "--cpu-gb", "1024"))
+    result = ok(
+        kvlab(
+            "plan",
+            *PLAN[:6],
+            "--model-config",
+            f"{R}/models/Qwen2.5-1.5B-Instruct/config.json",
+            "--gpu-tokens",
+            "100",
+            "--cpu-gb",
+            "1024",
+        )
+    )
     assert json.loads(result.stdout)
 
 
@@ -1206,7 +1498,9 @@ def test_replay_reads_a_gzipped_trace_and_standard_input(tmp_path):
     ok(piped)
     piped = json.loads(piped.stdout)
     for document in (packed, piped):
-        assert {k: v for k, v in document.items() if k != "workload"} == {k: v for k, v in plain.items() if k != "workload"}
+        assert {k: v for k, v in document.items() if k != "workload"} == {
+            k: v for k, v in plain.items() if k != "workload"
+        }
 
 
 def test_config_yaml_of_the_repository_is_good():

@@ -30,7 +30,8 @@ MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
 QWEN_1_5B = "models/Qwen2.5-1.5B-Instruct/config.json"
 QWEN_7B = "models/Qwen2.5-7B-Instruct/config.json"  # 4 KV heads
-MOONCAKE = {"source": "mooncake", "trace": "traces/t.jsonl", "rooms": {"block_tokens": [512]}}
+TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"  # a shipped trace: config inputs must exist
+MOONCAKE = {"source": "mooncake", "trace": TRACE, "rooms": {"block_tokens": [512]}}
 
 
 @pytest.fixture(autouse=True)
@@ -93,15 +94,31 @@ def expected_curves(workloads, blocks, gpus):
     return paths
 
 
+def grid_of(config, workload):
+    """A workload's curve grid: its own ``rooms`` in ``replay.workloads`` (a trace's scale), else the mrc section's."""
+    rooms = config["replay"]["workloads"][workload].get("rooms", {})
+    return [rooms.get(key, config["mrc"][key]) for key in ("block_tokens", "gpu_tokens")]
+
+
+def configured_curves(config):
+    """The curves config.yaml asks for, workload by workload, each over its own grid."""
+    return [
+        path
+        for workload in config["mrc"]["workloads"]
+        for path in expected_curves([workload], *grid_of(config, workload))
+    ]
+
+
 def test_mrc_targets_are_workloads_by_blocks_by_tiers_by_csv_and_json(config):
     spec = config["mrc"]
     targets = pipeline.mrc_targets(config)
-    assert targets == expected_curves(spec["workloads"], spec["block_tokens"], spec["gpu_tokens"])
-    assert (
-        len(targets)
-        == len(set(targets))
-        == len(spec["workloads"]) * len(spec["block_tokens"]) * (1 + len(spec["gpu_tokens"])) * 2
-    )
+    assert targets == configured_curves(config)
+    grids = [grid_of(config, workload) for workload in spec["workloads"]]
+    assert len(targets) == len(set(targets)) == sum(len(blocks) * (1 + len(gpus)) * 2 for blocks, gpus in grids)
+    assert "conversation" in spec["workloads"] and grid_of(config, "conversation") != [
+        spec["block_tokens"],
+        spec["gpu_tokens"],
+    ]  # a trace's own rooms replace the section's grid
 
 
 def test_mrc_targets_follow_every_grid(config):
@@ -116,8 +133,7 @@ def test_mrc_targets_follow_every_grid(config):
 def test_all_targets_include_every_curve_and_plan(config):
     targets = pipeline.all_targets(config)
     assert len(targets) == len(set(targets))
-    spec = config["mrc"]
-    curves = expected_curves(spec["workloads"], spec["block_tokens"], spec["gpu_tokens"])
+    curves = configured_curves(config)
     plans = [f"results/plan/{name}.json" for name in config["plans"]]
     assert set(curves) | set(plans) <= set(targets)
     planner = [target for target in targets if target.startswith(("results/mrc/", "results/plan/"))]
@@ -128,8 +144,7 @@ def test_all_targets_include_every_curve_and_plan(config):
 
 def test_committed_planner_artifacts_are_exactly_the_targets(config):
     committed = [name for name in project_files() if name.startswith(("results/mrc/", "results/plan/"))]
-    spec = config["mrc"]
-    expected = expected_curves(spec["workloads"], spec["block_tokens"], spec["gpu_tokens"])
+    expected = configured_curves(config)
     assert committed == sorted(expected + [f"results/plan/{name}.json" for name in config["plans"]])
 
 
@@ -146,15 +161,18 @@ def parse_plan(args):
 
 def test_mrc_args_carry_the_workload_the_block_and_the_tier(config):
     for name, spec in config["replay"]["workloads"].items():
-        gpu = parse_mrc(pipeline.mrc_args(config, name, "256"))
-        cpu = parse_mrc(pipeline.mrc_args(config, name, "5011", "21520"))
-        assert (gpu.workload, gpu.block_tokens, gpu.gpu_tokens) == (spec["source"], 256, None)
-        assert (cpu.workload, cpu.block_tokens, cpu.gpu_tokens) == (spec["source"], 5011, 21520)
+        blocks, gpus = grid_of(config, name)
+        gpu = parse_mrc(pipeline.mrc_args(config, name, str(blocks[0])))
+        cpu = parse_mrc(pipeline.mrc_args(config, name, str(blocks[-1]), str(gpus[0])))
+        assert (gpu.workload, gpu.block_tokens, gpu.gpu_tokens) == (spec["source"], blocks[0], None)
+        assert (cpu.workload, cpu.block_tokens, cpu.gpu_tokens) == (spec["source"], blocks[-1], gpus[0])
         for args in (gpu, cpu):
             assert (args.partial_blocks, args.eviction_order) == ("drop", "tail-first")
             assert args.target_hit_ratio == config["mrc"]["target_hit_ratio"]
             assert args.curve is None  # the rule adds its own
             settings = {key: value for key, value in spec.items() if key not in ("source", "rooms")}
+            if "trace" in settings:  # a trace is described by its file name, never its path
+                settings["trace"] = Path(settings["trace"]).name
             described = make_workload(args, args.block_tokens).describe()
             assert {key: described[key] for key in settings} == settings
 
@@ -281,8 +299,8 @@ def run_main(command, argv):
 CURVES = [
     (workload, block, gpu)
     for workload in load_config()["mrc"]["workloads"]
-    for block in load_config()["mrc"]["block_tokens"]
-    for gpu in (None, *load_config()["mrc"]["gpu_tokens"])
+    for block in grid_of(load_config(), workload)[0]
+    for gpu in (None, *grid_of(load_config(), workload)[1])
 ]
 
 
@@ -563,17 +581,27 @@ CROSS_FIELD = {
         edit((["plans", "lab", "tp"], 3)),
         "config: plans.lab.tp: 2 KV heads do not split over tp 3",
     ),
+    # A trace without block sizes of its own takes the mrc section's (and the replay section's: all of 512 here).
     "mooncake curve with a block not a multiple of 512": (
-        edit((["replay", "workloads", "trace"], MOONCAKE), (["mrc", "workloads"], ["lab", "trace"])),
+        edit(
+            (["replay", "rooms", "block_tokens"], [512]),
+            (["replay", "workloads", "trace"], {"source": "mooncake", "trace": TRACE}),
+            (["mrc", "workloads"], ["lab", "trace"]),
+        ),
         "config: mrc.block_tokens: a Mooncake trace's blocks must be multiples of 512, got 256",
     ),
     "mooncake curve, second block size": (
         edit(
-            (["replay", "workloads", "trace"], MOONCAKE),
+            (["replay", "rooms", "block_tokens"], [512]),
+            (["replay", "workloads", "trace"], {"source": "mooncake", "trace": TRACE}),
             (["mrc", "workloads"], ["trace"]),
             (["mrc", "block_tokens"], [512, 1000]),
         ),
         "config: mrc.block_tokens: a Mooncake trace's blocks must be multiples of 512, got 1000",
+    ),
+    "a trace that is not there": (
+        edit((["replay", "workloads", "trace"], {**MOONCAKE, "trace": "traces/none.jsonl"})),
+        "config: replay.workloads.trace.trace: traces/none.jsonl: no such file",
     ),
     "mooncake plan with a chunk not a multiple of 512": (
         edit(
@@ -640,7 +668,7 @@ def test_mooncake_block_sizes_that_are_multiples_of_512_pass(config):
         "cpu_gb": 1,
     }
     checked(config)
-    assert pipeline.mrc_args(config, "trace", 512).startswith("--workload mooncake --trace traces/t.jsonl ")
+    assert pipeline.mrc_args(config, "trace", 512).startswith(f"--workload mooncake --trace {TRACE} ")
     assert "results/plan/trace.json" in pipeline.all_targets(config)
 
 
@@ -703,15 +731,16 @@ def planner_run(tmp_path_factory):
 def test_snakemake_builds_only_the_missing_curves_and_plans(planner_run):
     _, output = planner_run
     config = load_config()
-    spec = config["mrc"]
-    curves = len(spec["workloads"]) * len(spec["block_tokens"])
+    grids = [grid_of(config, workload) for workload in config["mrc"]["workloads"]]
+    gpu_curves = sum(len(blocks) for blocks, _ in grids)
+    cpu_curves = sum(len(blocks) * len(gpus) for blocks, gpus in grids)
     assert job_counts(output) == {
-        "mrc_gpu": curves,
-        "mrc_cpu": curves * len(spec["gpu_tokens"]),
+        "mrc_gpu": gpu_curves,
+        "mrc_cpu": cpu_curves,
         "plan": len(config["plans"]),
         "plot": 1,  # the curves' figure, results/plots/mrc.png
         "all": 1,
-        "total": curves * (1 + len(spec["gpu_tokens"])) + len(config["plans"]) + 2,
+        "total": gpu_curves + cpu_curves + len(config["plans"]) + 2,
     }
 
 
@@ -748,7 +777,10 @@ def test_nothing_to_do_after_the_build(planner_run, tmp_path):
 
 def test_appending_a_block_size_runs_only_its_curves(planner_run, tmp_path):
     config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["block_tokens"].append(16))
-    workloads, gpus = config["mrc"]["workloads"], config["mrc"]["gpu_tokens"]
+    gpus = config["mrc"]["gpu_tokens"]
+    workloads = [name for name in config["mrc"]["workloads"] if 16 in grid_of(config, name)[0]]
+    assert grid_of(config, "conversation")[0] == [512]  # its own block sizes: no new curve
+    assert len(workloads) == len(config["mrc"]["workloads"]) - 1 and grid_of(config, workloads[0])[1] == gpus
     assert job_counts(output) == {
         "mrc_gpu": len(workloads),
         "mrc_cpu": len(workloads) * len(gpus),
@@ -768,7 +800,10 @@ def test_appending_a_block_size_runs_only_its_curves(planner_run, tmp_path):
 
 def test_appending_a_gpu_room_runs_only_the_cpu_curves_at_it(planner_run, tmp_path):
     config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["gpu_tokens"].append(30000))
-    workloads, blocks = config["mrc"]["workloads"], config["mrc"]["block_tokens"]
+    blocks = config["mrc"]["block_tokens"]
+    workloads = [name for name in config["mrc"]["workloads"] if 30000 in grid_of(config, name)[1]]
+    assert 30000 not in grid_of(config, "conversation")[1]  # its own GPU rooms: no new curve
+    assert len(workloads) == len(config["mrc"]["workloads"]) - 1 and grid_of(config, workloads[0])[0] == blocks
     assert job_counts(output) == {
         "mrc_cpu": len(workloads) * len(blocks),
         "all": 1,
@@ -786,17 +821,18 @@ def test_a_new_curve_target_reruns_every_curve_but_no_plan(planner_run, tmp_path
     """The curves' command lines are in their stamp files (work/stamps/): a changed flag rewrites them and so
     reruns the curves, by file times alone."""
     config, output = extended(planner_run, tmp_path, lambda config: config["mrc"].update(target_hit_ratio=0.9))
-    curves = len(config["mrc"]["workloads"]) * len(config["mrc"]["block_tokens"])
-    gpus = len(config["mrc"]["gpu_tokens"])
+    grids = [grid_of(config, workload) for workload in config["mrc"]["workloads"]]
+    gpu_curves = sum(len(blocks) for blocks, _ in grids)
+    cpu_curves = sum(len(blocks) * len(gpus) for blocks, gpus in grids)
     assert job_counts(output) == {
-        "mrc_gpu": curves,
-        "mrc_cpu": curves * gpus,
+        "mrc_gpu": gpu_curves,
+        "mrc_cpu": cpu_curves,
         "plot": 1,  # the curves' figure
         "all": 1,
-        "total": curves * (1 + gpus) + 2,
+        "total": gpu_curves + cpu_curves + 2,
     }
     stamped = re.findall(r"reason: Updated input files: (work/stamps/\S+)$", output, flags=re.MULTILINE)
-    assert len(stamped) == len(set(stamped)) == curves * (1 + gpus)
+    assert len(stamped) == len(set(stamped)) == gpu_curves + cpu_curves
     assert all(re.fullmatch(r"work/stamps/mrc_(gpu|cpu)/[\w-]+\.json", stamp) for stamp in stamped), stamped
     assert "--target-hit-ratio 0.9" in output
 
@@ -834,6 +870,7 @@ def test_bad_planner_config_stops_before_any_job(tmp_path, change, message):
         if name.endswith((".smk", ".py", ".yaml", ".json")) and not name.startswith("results/") or name == "Snakefile":
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / name, tmp_path / name)
+    (tmp_path / "data").symlink_to(ROOT / "data")  # the traces config.yaml names (its inputs must exist)
     config = load_config()
     change(config)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import shlex
 import struct
 import subprocess
 import sys
@@ -18,15 +19,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import KVLAB, ROOT, SCHEMA, both, deleter, load_config, run_python, setter
+from conftest import ROOT, SCHEMA, both, deleter, kvlab, load_config, run_python, setter
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from kvlab import pipeline
+from kvlab.cli import plots as plots_cli
 from kvlab.report import plots
 
-SCRIPT = KVLAB / "plots.py"
-PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order plots.py takes them}
+PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order `kvlab plots` takes them}
+PLOT_ARGS = {name: shlex.split(pipeline.plot_args(load_config(), name)) for name in PLOT_INPUTS}  # flags, as the rule
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -52,7 +54,7 @@ def drawn(tmp_path_factory):
         for seed in ("0", "4242"):
             out = folder / f"{name}-{seed}.png"
             env = {**os.environ, "PYTHONHASHSEED": seed}
-            command = [sys.executable, str(SCRIPT), name, "--out", str(out), *inputs]
+            command = [sys.executable, "-m", "kvlab", "plots", name, *PLOT_ARGS[name], "--out", str(out), *inputs]
             process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             jobs[name, seed] = (out, process)
     pngs = {}
@@ -61,6 +63,11 @@ def drawn(tmp_path_factory):
         assert process.returncode == 0, (key, stderr.decode())
         pngs[key] = out.read_bytes()
     return pngs
+
+
+def test_the_command_offers_every_plot_in_order():
+    """`kvlab plots`'s choices are the plots kvlab/report/plots.py draws (the command does not import it to parse)."""
+    assert plots_cli.NAMES == tuple(plots.PLOTS)
 
 
 def test_every_plot_is_configured_and_committed():
@@ -177,8 +184,9 @@ def change_data(path, column):
 
 
 def draw(name, inputs, out):
-    """kvlab/report/plots.py's main in this process; the PNG it wrote."""
-    assert plots.main([name, "--out", str(out), *map(str, inputs)]) == 0
+    """`kvlab plots` in this process, with the pipeline's flags; the PNG it wrote."""
+    done = kvlab("plots", name, *PLOT_ARGS[name], "--out", out, *inputs)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done.stderr
     return Path(out).read_bytes()
 
 
@@ -223,6 +231,22 @@ BAD_INPUTS = {
     "table without the measured column": ("predicted_vs_measured", ["config,pass\na,p\n"], 1, "measured_p50_ms"),
     "budgets without rounds": ("ttft_budgets", ["cpu_gb,predicted_mean_ms\n0,1\n"], 1, "round"),
     "binary input": ("ttft_budgets", [PNG_SIGNATURE.decode("latin-1") + "\0\xff"], 1, "bad-0"),
+    # Strict JSON only: NaN, Infinity and numbers beyond the float range are refused, naming the file (and line).
+    "cliff with NaN": ("gpu_cliff", ['{"21520": NaN}\n', GOOD], 1, "bad-0.json: malformed JSON (NaN"),
+    "cliff with Infinity": ("gpu_cliff", ['{"21520": -Infinity}\n', GOOD], 1, "bad-0.json: malformed JSON (-Infinity"),
+    "cliff beyond the float range": ("gpu_cliff", ['{"21520": 1e999}\n', GOOD], 1, "beyond the float range"),
+    "measurement with NaN": (
+        "ttft_per_pass",
+        ['{"config": "a", "pass": "p", "ttft_ms": 1}\n{"config": "a", "pass": "p", "ttft_ms": NaN}\n'],
+        1,
+        "bad-0.jsonl:2: malformed JSON (NaN",
+    ),
+    "an infinite number in a CSV": (
+        "predicted_vs_measured",
+        ["config,pass,measured_p50_ms,predicted_p50_ms,p50_ratio\na,p,inf,1,1\n"],
+        1,
+        "bad-0.csv: a number is not finite",
+    ),
 }
 
 
@@ -230,7 +254,7 @@ def one_line_error(done):
     """The command failed with exactly one line on stderr, the parser's; return the line."""
     assert done.returncode != 0
     assert done.stdout == ""
-    assert done.stderr.startswith("plots.py: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("kvlab plots: error: ") and done.stderr.count("\n") == 1, done.stderr
     return done.stderr
 
 
@@ -251,17 +275,15 @@ def bad_input_files(folder, plot, inputs):
 
 
 @pytest.mark.parametrize(("plot", "inputs", "status", "needle"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
-def test_bad_input_is_one_line_and_leaves_the_output_alone(tmp_path, capsys, plot, inputs, status, needle):
-    """In this process (main, as the command runs it): the parser's exit, one line, the sentinel output kept."""
+def test_bad_input_is_one_line_and_leaves_the_output_alone(tmp_path, plot, inputs, status, needle):
+    """In this process (`kvlab plots`, as the command runs it): the exit status, one line, the sentinel output kept."""
     paths = bad_input_files(tmp_path, plot, inputs)
     out = tmp_path / "figures" / "plot.png"
     out.parent.mkdir()
     out.write_bytes(b"sentinel")
-    with pytest.raises(SystemExit) as exited:
-        plots.main([plot, "--out", str(out), *paths])
-    captured = capsys.readouterr()
-    line = one_line_error(subprocess.CompletedProcess([], exited.value.code, captured.out, captured.err))
-    assert exited.value.code == status
+    done = kvlab("plots", plot, "--out", out, *paths)
+    line = one_line_error(done)
+    assert done.returncode == status
     assert needle in line
     assert out.read_bytes() == b"sentinel"
     assert os.listdir(out.parent) == ["plot.png"]  # no temporary file left beside it
@@ -273,21 +295,21 @@ def test_the_command_fails_in_one_line(tmp_path, case):
     plot, inputs, status, needle = BAD_INPUTS[case]
     out = tmp_path / "plot.png"
     out.write_bytes(b"sentinel")
-    done = run_python(SCRIPT, plot, "--out", out, *bad_input_files(tmp_path, plot, inputs))
+    done = run_python("-m", "kvlab", "plots", plot, "--out", out, *bad_input_files(tmp_path, plot, inputs))
     assert needle in one_line_error(done) and done.returncode == status
     assert out.read_bytes() == b"sentinel"
 
 
 def test_a_failed_plot_creates_no_output(tmp_path):
     out = tmp_path / "plot.png"
-    one_line_error(run_python(SCRIPT, "gpu_cliff", "--out", out, tmp_path / "missing.json", tmp_path / "x.csv"))
+    one_line_error(kvlab("plots", "gpu_cliff", "--out", out, tmp_path / "missing.json", tmp_path / "x.csv"))
     assert os.listdir(tmp_path) == []
 
 
 def test_an_output_in_a_missing_folder_is_one_line(tmp_path):
     out = tmp_path / "missing" / "plot.png"
-    line = one_line_error(run_python(SCRIPT, "ttft_per_pass", "--out", out, *PLOT_INPUTS["ttft_per_pass"]))
-    assert line.startswith(f"plots.py: error: cannot write {out}")
+    line = one_line_error(kvlab("plots", "ttft_per_pass", "--out", out, *PLOT_INPUTS["ttft_per_pass"], cwd=ROOT))
+    assert line.startswith(f"kvlab plots: error: {out}: cannot write: ")
     assert os.listdir(tmp_path) == []
 
 
@@ -295,9 +317,44 @@ def test_an_output_that_is_a_folder_is_one_line(tmp_path):
     out = tmp_path / "plot.png"
     out.mkdir()
     (out / "keep").write_text("x")
-    line = one_line_error(run_python(SCRIPT, "ttft_per_pass", "--out", out, *PLOT_INPUTS["ttft_per_pass"]))
-    assert line.startswith(f"plots.py: error: cannot write {out}")
+    line = one_line_error(kvlab("plots", "ttft_per_pass", "--out", out, *PLOT_INPUTS["ttft_per_pass"], cwd=ROOT))
+    assert line.startswith(f"kvlab plots: error: {out}: cannot write: ")
     assert sorted(os.listdir(tmp_path)) == ["plot.png"] and os.listdir(out) == ["keep"]
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_an_output_over_an_input_is_refused(tmp_path, index):
+    """--out naming one of the inputs (itself, or through a link): a usage error, and the input is left alone."""
+    inputs = [tmp_path / Path(source).name for source in PLOT_INPUTS["gpu_cliff"]]
+    for source, copy in zip(PLOT_INPUTS["gpu_cliff"], inputs, strict=True):
+        copy.write_bytes((ROOT / source).read_bytes())
+    link = tmp_path / "link"
+    link.symlink_to(inputs[index])
+    for out in (inputs[index], link):
+        done = kvlab("plots", "gpu_cliff", "--out", out, *inputs)
+        assert one_line_error(done) == f"kvlab plots: error: {out} is both an input and an output\n"
+        assert done.returncode == 2
+    for source, copy in zip(PLOT_INPUTS["gpu_cliff"], inputs, strict=True):
+        assert copy.read_bytes() == (ROOT / source).read_bytes()
+    assert sorted(os.listdir(tmp_path)) == sorted([link.name, *(path.name for path in inputs)])
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_the_figure_gets_the_umasks_mode(tmp_path, umask):
+    """A new figure, and one written over an older file of another mode, get the mode the umask gives."""
+    out, older = tmp_path / "new.png", tmp_path / "older.png"
+    older.write_bytes(b"older")
+    older.chmod(0o640)
+    previous = os.umask(umask)
+    try:
+        for target in (out, older):
+            done = kvlab("plots", "ttft_per_pass", "--out", target, *PLOT_INPUTS["ttft_per_pass"], cwd=ROOT)
+            assert (done.returncode, done.stderr) == (0, "")
+    finally:
+        os.umask(previous)
+    for target in (out, older):
+        assert target.stat().st_mode & 0o777 == 0o666 & ~umask, oct(target.stat().st_mode)
+        check_png(target.read_bytes())
 
 
 # --- The pipeline: plot_inputs, ttft_targets, all_targets ---------------------------------------------------
@@ -449,7 +506,7 @@ TTFT_RULES = {
     "CPU cliff of GPU rooms": (setter(["plots", "cpu_cliff"], "cliff"), "config: plots.cpu_cliff .* 'cliff'"),
     "curves at a block size not computed": (
         setter(["plots", "mrc_block_tokens"], 16),
-        "config: plots.mrc_block_tokens 16 is not in mrc.block_tokens",
+        "config: plots.mrc_block_tokens 16 is no workload's block in mrc",
     ),
 }
 

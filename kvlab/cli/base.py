@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 from kvlab.files import shown, write_together
+from kvlab.scenario import Once  # the lab script's rule for a flag given twice, the same for every command
 
 __all__ = ["Outputs", "Parser", "UsageError", "argument", "listing", "one_of", "run", "summary"]
 
@@ -26,7 +27,16 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)  # --gpu must not quietly mean --gpu-tokens
         super().__init__(*args, **kwargs)
+        self.register("action", None, Once)  # a flag given twice is an error, not a silent override
+        self.register("action", "store", Once)
         self.inputs, self.outputs = [], []
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown flag after a subcommand is reported by that subcommand."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            getattr(parsed, "parser", self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
     def error(self, message):
         error = UsageError(message)

@@ -55,6 +55,10 @@ def build_parser(prog):
 def execute(args, parser):
     from kvlab.measure.example import LATENCIES, generate, jsonl
 
+    for flag, named in (("--config", args.config), ("--pass", args.passes)):
+        names = [name for name, _ in named]
+        if len(set(names)) != len(names):
+            raise UsageError(f"{flag}: a name is given twice")
     if args.docs * len(args.passes) * len(args.config) > MAX_ACCESSES:
         raise UsageError(f"--docs {args.docs} makes more than {MAX_ACCESSES} requests")
     configs = [(name, gpu, cpu) for name, (gpu, cpu) in args.config]

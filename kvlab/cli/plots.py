@@ -1,6 +1,6 @@
 """``kvlab plots``: one figure of results/plots/ drawn from artifacts, byte for byte the same every run."""
 
-from kvlab.cli.base import Outputs, Parser, run, summary
+from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
 
 NAMES = ("gpu_cliff", "cpu_cliff", "mrc", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets")
 
@@ -15,8 +15,14 @@ def build_parser(prog):
 
 
 def execute(args, parser):
-    from kvlab.report.plots import draw
+    import inspect
 
+    from kvlab.report.plots import PLOTS, draw
+
+    takes = inspect.signature(PLOTS[args.plot]).parameters.values()
+    if all(parameter.kind is parameter.POSITIONAL_OR_KEYWORD for parameter in takes) and len(takes) != len(args.inputs):
+        names = " ".join(parameter.name.upper() for parameter in takes)
+        raise UsageError(f"{args.plot} reads {len(takes)} input(s) ({names}), got {len(args.inputs)}")
     return Outputs({args.out: draw(args.plot, args.inputs, args.note)})
 
 

@@ -77,6 +77,9 @@ def table_csv(args):
     grid = {key: getattr(args, key) for key in ("gpu_tokens", "cpu_tokens", "block_tokens")}
     for block in grid["block_tokens"]:  # bad settings first (usage errors), then the replays (bad input)
         make(block)
+    on = [switch for switch, value in switches.items() if value]
+    if on and "write-through" not in args.write_policies:
+        raise UsageError(f"--{on[0].replace('_', '-')} applies to write-through, which --write-policies leaves out")
     for eviction in args.evictions:
         try:
             make_cache("write-through", 0, 0, 1, **block_rules, gpu_eviction=eviction, **switches)

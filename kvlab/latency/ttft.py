@@ -73,6 +73,8 @@ def measured_requests(path, configs, passes, docs):
 def fit(path, configs, passes, docs, tokens):
     """The model, and per config and pass the tiers, the measured and the predicted TTFTs of its requests."""
     requests = measured_requests(path, configs, dict(passes), docs)
+    if not requests:
+        raise ValueError(f"{path}: no requests to fit")
     lengths = {doc: tokens for doc in range(docs)}  # a measured document's own length wins
     lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
     reads = pass_reads(passes, docs)

@@ -19,32 +19,45 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from kvlab.files import lines, parse_json, read_bytes, read_json  # noqa: E402
+from kvlab.files import read_bytes, read_json  # noqa: E402
+from kvlab.summarize import read_records  # noqa: E402
 
 DPI = 100
 STYLE = {"figure.figsize": (7.5, 5.0), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
 
 
-def read_object(path):
-    """A JSON object of an artifact; ValueError naming the file if it is something else."""
+def read_object(path, depth=1):
+    """A non-empty JSON object of an artifact whose values (``depth`` levels down) are numbers; ValueError
+    naming the file if it is something else."""
     document = read_json(path)
-    if not isinstance(document, dict) or not document:
-        raise ValueError(f"{path}: expected a non-empty JSON object")
+    values = [document]
+    for _ in range(depth):
+        if not all(isinstance(value, dict) and value for value in values):
+            raise ValueError(f"{path}: expected {'a JSON object' if depth == 1 else 'JSON objects'} of numbers")
+        values = [item for value in values for item in value.values()]
+    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in values):
+        raise ValueError(f"{path}: expected {'a JSON object' if depth == 1 else 'JSON objects'} of numbers")
     return document
 
 
-def read_csv(path):
-    """A CSV table of an artifact, read within the file-size limit; only an empty cell is missing, and an
-    infinite number is a ValueError naming the file."""
+def read_csv(path, *numbers):
+    """A CSV table of an artifact, read within the file-size limit; ValueError naming the file if one of the
+    columns ``numbers`` is missing, holds text, or holds a number that is missing (an empty cell) or infinite."""
     table = pd.read_csv(io.BytesIO(read_bytes(path)), keep_default_na=False, na_values=[""])
-    if np.isinf(table.select_dtypes("number").to_numpy(dtype=float)).any():
-        raise ValueError(f"{path}: a number is not finite")
+    for column in numbers:
+        if column not in table.columns:
+            raise ValueError(f"{path}: no column {column}")
+        if not pd.api.types.is_numeric_dtype(table[column]) or not np.isfinite(table[column].to_numpy(float)).all():
+            raise ValueError(f"{path}: column {column} must hold finite numbers")
     return table
 
 
-def read_jsonl(path):
-    """A JSON-lines artifact as a table, each line strict JSON (an error names ``file:line``)."""
-    return pd.DataFrame([parse_json(raw, f"{path}:{number}") for number, raw in lines(path) if raw.strip()])
+def read_measurement(path):
+    """A TTFT measurement in the lab's schema as a table (an error names ``file:line``, as summarize's)."""
+    records = [record for _, record in read_records(path)]
+    if not records:
+        raise ValueError(f"{path}: no requests")
+    return pd.DataFrame(records)
 
 
 def plain_numbers(axis, log=False):
@@ -78,7 +91,7 @@ def gpu_cliff(cliff, ttft_sweep):
     """Pass-2 GPU hits by GPU room (the lab's cliff sweep) and the predicted pass-2 TTFT."""
     hits = read_object(cliff)
     rooms = [int(room) for room in hits]
-    ttft = read_csv(ttft_sweep)
+    ttft = read_csv(ttft_sweep, "gpu_tokens", "predicted_p50_ms")
     second = ttft[ttft["pass"] == "pass2"]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     values = list(hits.values())
@@ -102,8 +115,8 @@ def gpu_cliff(cliff, ttft_sweep):
 
 def cpu_cliff(policies_cliff, ttft_sweep):
     """Pass-2 recomputes by CPU room, per write policy, and the predicted pass-2 TTFT under write-through."""
-    misses = read_object(policies_cliff)
-    ttft = read_csv(ttft_sweep)
+    misses = read_object(policies_cliff, depth=2)
+    ttft = read_csv(ttft_sweep, "cpu_tokens", "predicted_p50_ms")
     second = ttft[ttft["pass"] == "pass2"]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     for index, (policy, points) in enumerate(misses.items()):
@@ -130,8 +143,8 @@ def curves(*paths):
     figure, (left, right) = plt.subplots(1, 2, sharey=True, figsize=(9.0, 4.5))
     workloads = list(dict.fromkeys(Path(path).parent.name for path in paths))  # one colour per workload
     for path in paths:
-        table = read_csv(path)
-        room = table.columns[0]  # gpu_tokens or cpu_tokens
+        room = "cpu_tokens" if "-cpu-" in Path(path).name else "gpu_tokens"
+        table = read_csv(path, room, "token_hit_ratio")
         axis = left if room == "gpu_tokens" else right
         workload = Path(path).parent.name
         color = f"C{workloads.index(workload)}"
@@ -161,7 +174,7 @@ def curve_label(path):
 
 def ttft_per_pass(measurement):
     """Every measured request's TTFT by pass and config, with the medians."""
-    table = read_jsonl(measurement)
+    table = read_measurement(measurement)
     passes = list(dict.fromkeys(table["pass"]))
     configs = list(dict.fromkeys(table["config"]))
     figure, axis = plt.subplots()
@@ -187,14 +200,15 @@ def ttft_per_pass(measurement):
 
 def predicted_vs_measured(table):
     """The model's per-pass p50 beside the measured one, per config and pass, with predicted / measured."""
-    rows = read_csv(table)
+    rows = read_csv(table, "measured_p50_ms", "predicted_p50_ms")
     figure, axis = plt.subplots()
     positions = range(len(rows))
     width = 0.38
     measured = axis.bar([p - width / 2 for p in positions], rows["measured_p50_ms"], width, label="measured p50")
     axis.bar([p + width / 2 for p in positions], rows["predicted_p50_ms"], width, label="predicted p50")
     for bar, value in zip(measured, rows["p50_ratio"], strict=True):
-        axis.annotate(f"x{value:.3f}", (bar.get_x() + width, bar.get_height() * 1.08), ha="center", fontsize=7)
+        label = f"x{value:.3f}" if np.isfinite(value) else "n/a"
+        axis.annotate(label, (bar.get_x() + width, bar.get_height() * 1.08), ha="center", fontsize=7)
     axis.set_xticks(list(positions), [f"{c}\n{p}" for c, p in zip(rows["config"], rows["pass"], strict=True)])
     plain_numbers(axis, log=True)
     axis.set_ylabel("TTFT p50 (ms, log scale)")
@@ -205,7 +219,7 @@ def predicted_vs_measured(table):
 
 def ttft_budgets(budgets):
     """Predicted TTFT per round across the plan's CPU budgets."""
-    rows = read_csv(budgets)
+    rows = read_csv(budgets, "cpu_gb", "predicted_mean_ms", "token_hit_ratio")
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
     for index, (name, mine) in enumerate(rows.groupby("round", sort=False)):
         top.plot(mine["cpu_gb"], mine["predicted_mean_ms"], "o-", color=f"C{index}", label=name)

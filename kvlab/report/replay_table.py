@@ -6,7 +6,7 @@ order of the files (the grid order) and adds the cache settings in front of each
 
 from pathlib import Path
 
-from kvlab.files import read_json
+from kvlab.files import read_json, shown
 from kvlab.replay import COUNTERS, figures
 
 __all__ = ["COLUMNS", "table_csv", "table_rows"]
@@ -23,6 +23,7 @@ SETTINGS = (
 )
 FIGURES = tuple(figures([0] * len(COUNTERS)))  # the keys replay.py reports per round, in its order
 COLUMNS = (*SETTINGS, "round", *FIGURES)
+MAX_WHOLE = 2**53
 
 
 def table_rows(points):
@@ -34,10 +35,21 @@ def table_rows(points):
         try:
             settings = {key: result["cache"][key] for key in SETTINGS}
             rounds = [{"round": "all", **result}, *result["rounds"]]
-            rows += [{**settings, "round": one["round"], **{key: one[key] for key in FIGURES}} for one in rounds]
+            rows += [{**settings, "round": one["round"], **figures_of(one, path)} for one in rounds]
         except (KeyError, TypeError, AttributeError):
             raise ValueError(f"{path}: not a replay output") from None
     return rows
+
+
+def figures_of(one, path):
+    """The figures of one round of a replay output: counts >= 0, ratios >= 0 or null; ValueError otherwise."""
+    found = {key: one[key] for key in FIGURES}
+    for key, value in found.items():
+        if value is None and key.endswith("ratio"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_WHOLE:
+            raise ValueError(f"{path}: {key} must be a number >= 0, got {shown(value)}")
+    return found
 
 
 def table_csv(points):

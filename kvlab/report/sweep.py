@@ -10,6 +10,9 @@ from kvlab.files import read_json
 
 __all__ = ["VALUES", "collect"]
 
+COUNTS = ("gpu_hits", "cpu_hits", "misses")
+MAX_WHOLE = 2**53
+
 VALUES = {
     "hits": lambda counts: counts["gpu_hits"] + counts["cpu_hits"],
     "misses": lambda counts: counts["misses"],
@@ -29,10 +32,8 @@ def collect(points, pass_number, value):
             raise ValueError(f"{path}: has {len(passes)} pass(es), cannot record pass {pass_number}")
         if path.stem in folded:
             raise ValueError(f"{path}: grid value {path.stem} appears twice")
-        try:
-            folded[path.stem] = VALUES[value](passes[pass_number - 1])
-        except (KeyError, TypeError):
-            raise ValueError(f"{path}: pass {pass_number} has no whole-number counts") from None
-        if type(folded[path.stem]) is not int:
-            raise ValueError(f"{path}: pass {pass_number} has no whole-number counts")
+        counts = passes[pass_number - 1]
+        if not all(type(counts.get(key)) is int and 0 <= counts[key] <= MAX_WHOLE for key in COUNTS):
+            raise ValueError(f"{path}: pass {pass_number} needs {', '.join(COUNTS)} as whole numbers >= 0")
+        folded[path.stem] = VALUES[value](counts)
     return folded
