@@ -29,7 +29,7 @@ from kvlab.cache.write_policies import WriteThrough  # noqa: E402
 from kvlab.replay import replay  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
 
-DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+DEFAULT_TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 BLOCK = 512
 # (GPU room, CPU room) in tokens. The trace's distinct blocks hold ~93.6 M tokens.
 POINTS = [(1_000_000, 0), (1_000_000, 10_000_000), (10_000_000, 40_000_000), (10**12, 0)]
@@ -100,7 +100,7 @@ def timed(run):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", default=str(DEFAULT_TRACE), help="a Mooncake JSONL trace")
+    parser.add_argument("--trace", default=str(DEFAULT_TRACE), help="a Mooncake JSONL trace (.jsonl or .jsonl.gz)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per side; the best counts (default 5)")
     args = parser.parse_args()
 

@@ -15,7 +15,7 @@ __all__ = ["MAX_NODES", "bad_number", "load", "validate"]
 MAX_NODES = 100_000  # YAML nodes after expanding aliases: config.yaml has about a thousand
 MAX_BYTES = 2**20
 MAX_WHOLE = 2**53  # as every command's whole numbers
-SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).absolute().parent.parent / "schemas" / "config.schema.yaml"
 
 
 class ConfigFileError(ValueError):

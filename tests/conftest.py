@@ -3,6 +3,7 @@
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,38 @@ def project_files():
         check=True,
     ).stdout
     return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
+
+
+def scratch_copy(folder, results=False, link_code=True):
+    """The project, as it would be committed, copied into ``folder`` (file times kept), without results/ unless
+    ``results``. With ``link_code`` kvlab/ is a link to this checkout's: every copy then shares numba's compiled
+    kernels beside the code (one compile per test run, not one per copy); a test that edits code copies it."""
+    folder = Path(folder)
+    for name in project_files():
+        if (name.startswith("results/") and not results) or (link_code and name.startswith("kvlab/")):
+            continue
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, folder / name)
+    if link_code:
+        (folder / "kvlab").symlink_to(KVLAB, target_is_directory=True)
+    return folder
+
+
+def results_tree(folder):
+    """``{relative path: bytes}`` of every file under ``folder/results``."""
+    base = Path(folder)
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted((base / "results").rglob("*")) if p.is_file()}
+
+
+def run_pipeline(folder, *args, timeout=600):
+    """``kvlab run`` (the pipeline as `make run` runs it) in ``folder``, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvlab", "run", "--", "--cores", "2", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def setter(path, value):

@@ -1,5 +1,5 @@
-"""kvlab/latency/model.py: the tier of each simulator answer, the per-tier fits (median, or least-squares line) and their
-residuals, whole-tier and mixed predictions, and the description round trip."""
+"""kvlab/latency/model.py: the tier of each simulator answer, the per-tier fits (median, or least-squares line) and
+their residuals, whole-tier and mixed predictions, and the description round trip."""
 
 import json
 import statistics

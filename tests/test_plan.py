@@ -1,5 +1,5 @@
-"""Tests of kvlab/sizing/plan.py: the lab's rooms and cliffs, the per-round figures against `kvlab replay` for every write
-policy and source, the minimality of the budgets it answers, the GiB conversions, the table, and bad input."""
+"""Tests of kvlab/sizing/plan.py: the lab's rooms and cliffs, the per-round figures against `kvlab replay` for every
+write policy and source, the minimality of the budgets it answers, the GiB conversions, the table, and bad input."""
 
 import json
 import math
@@ -9,10 +9,10 @@ from fractions import Fraction
 import pytest
 from conftest import ROOT, kvlab, run_python
 
-from kvlab.sizing.plan import Planner
-from kvlab.replay import replay
-from kvlab.workloads import WORKLOADS
 from kvlab.cache.write_policies import make_cache
+from kvlab.replay import replay
+from kvlab.sizing.plan import Planner
+from kvlab.workloads import WORKLOADS
 
 MODELS = ROOT / "models"
 QWEN_1_5B = MODELS / "Qwen2.5-1.5B-Instruct" / "config.json"  # 28,672 bytes per token

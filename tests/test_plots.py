@@ -216,20 +216,25 @@ BAD_INPUTS = {
     "unknown plot": ("heatmap", [GOOD], 2, "invalid choice: 'heatmap'"),
     "no input": ("gpu_cliff", [], 2, "inputs"),
     "missing input": ("gpu_cliff", [None, GOOD], 1, "bad-0"),
-    "one input short": ("gpu_cliff", [GOOD], 1, "gpu_cliff: cannot draw from"),
-    "one input too many": ("predicted_vs_measured", [GOOD, GOOD], 1, "predicted_vs_measured: cannot draw from"),
+    "one input short": ("gpu_cliff", [GOOD], 2, "gpu_cliff reads 2 input(s) (CLIFF TTFT_SWEEP), got 1"),
+    "one input too many": (
+        "predicted_vs_measured",
+        [GOOD, GOOD],
+        2,
+        "predicted_vs_measured reads 1 input(s) (TABLE), got 2",
+    ),
     "cliff not JSON": ("gpu_cliff", ["21520: 0\n", GOOD], 1, "bad-0"),
     "cliff a JSON list": ("gpu_cliff", ["[0, 0, 10]\n", GOOD], 1, "bad-0"),
     "cliff of rooms that are not numbers": ("gpu_cliff", ['{"big": 0}\n', GOOD], 1, "big"),
     "policy cliff without rooms": ("cpu_cliff", ['{"write-through": 10}\n', GOOD], 1, "bad-0"),
     "policy cliff of lists": ("cpu_cliff", ['{"write-through": [10, 0]}\n', GOOD], 1, "bad-0"),
-    "sweep CSV without the columns": ("gpu_cliff", [GOOD, "room,ms\n1,2\n"], 1, "'pass'"),
+    "sweep CSV without the columns": ("gpu_cliff", [GOOD, "room,ms\n1,2\n"], 1, "bad-1.csv: no column "),
     "curve CSV without the hit ratio": ("mrc", ["gpu_tokens,hits\n0,0\n"], 1, "token_hit_ratio"),
     "empty curve CSV": ("mrc", [""], 1, "bad-0"),
     "measurement without ttft_ms": ("ttft_per_pass", ['{"config": "a", "pass": "p"}\n'], 1, "ttft_ms"),
     "measurement not JSONL": ("ttft_per_pass", ["config,pass,ttft_ms\na,p,1\n"], 1, "bad-0"),
     "table without the measured column": ("predicted_vs_measured", ["config,pass\na,p\n"], 1, "measured_p50_ms"),
-    "budgets without rounds": ("ttft_budgets", ["cpu_gb,predicted_mean_ms\n0,1\n"], 1, "round"),
+    "budgets without rounds": ("ttft_budgets", ["cpu_gb,predicted_mean_ms\n0,1\n"], 1, "bad-0.csv: no column "),
     "binary input": ("ttft_budgets", [PNG_SIGNATURE.decode("latin-1") + "\0\xff"], 1, "bad-0"),
     # Strict JSON only: NaN, Infinity and numbers beyond the float range are refused, naming the file (and line).
     "cliff with NaN": ("gpu_cliff", ['{"21520": NaN}\n', GOOD], 1, "bad-0.json: malformed JSON (NaN"),
@@ -237,7 +242,10 @@ BAD_INPUTS = {
     "cliff beyond the float range": ("gpu_cliff", ['{"21520": 1e999}\n', GOOD], 1, "beyond the float range"),
     "measurement with NaN": (
         "ttft_per_pass",
-        ['{"config": "a", "pass": "p", "ttft_ms": 1}\n{"config": "a", "pass": "p", "ttft_ms": NaN}\n'],
+        [
+            '{"config": "a", "pass": "p", "doc": 0, "doc_tokens": 1, "ttft_ms": 1, "total_ms": 2}\n'
+            '{"config": "a", "pass": "p", "doc": 1, "doc_tokens": 1, "ttft_ms": NaN, "total_ms": 2}\n'
+        ],
         1,
         "bad-0.jsonl:2: malformed JSON (NaN",
     ),
@@ -245,7 +253,7 @@ BAD_INPUTS = {
         "predicted_vs_measured",
         ["config,pass,measured_p50_ms,predicted_p50_ms,p50_ratio\na,p,inf,1,1\n"],
         1,
-        "bad-0.csv: a number is not finite",
+        "bad-0.csv: column measured_p50_ms must hold finite numbers",
     ),
 }
 

@@ -3,6 +3,7 @@ per-request CSV, bad flags, equivalence with the lab's document-level simulator,
 independent count, two-tier properties, and the progress bar (in a real process on a terminal)."""
 
 import fcntl
+import gzip
 import io
 import json
 import os
@@ -21,7 +22,7 @@ from kvlab.cache.write_policies import make_cache
 from kvlab.cli.replay import progress_bar
 from kvlab.workloads import WORKLOADS
 
-TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 UNLIMITED = str(10**12)
 FIGURES = [
     "requests",
@@ -80,7 +81,7 @@ def run_ok(*args, **kwargs):
 
 
 def first_trace_line():
-    with TRACE.open(encoding="utf-8") as handle:
+    with gzip.open(TRACE, "rt", encoding="utf-8") as handle:
         return handle.readline()
 
 
@@ -273,8 +274,7 @@ def test_matches_scenario(tmp_path, gpu, cpu, docs, tokens, passes, block, order
 
 @pytest.fixture(scope="module")
 def trace_lines():
-    assert TRACE.is_file(), f"the Mooncake trace is missing: {TRACE}"
-    with TRACE.open(encoding="utf-8") as handle:
+    with gzip.open(TRACE, "rt", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
@@ -290,7 +290,7 @@ def test_mooncake_unlimited_room(trace_lines):
     total = sum(len(line["hash_ids"]) for line in trace_lines)
     input_tokens = sum(line["input_length"] for line in trace_lines)
     keep = run_ok("--workload", "mooncake", "--trace", TRACE, "--gpu-tokens", UNLIMITED, "--partial-blocks", "keep")
-    assert keep["workload"] == {"source": "mooncake", "trace": "conversation_trace.jsonl"}
+    assert keep["workload"] == {"source": "mooncake", "trace": "conversation_trace.jsonl.gz"}
     assert (keep["requests"], keep["block_accesses"]) == (len(trace_lines), total) == (12031, 288500)
     assert keep["input_tokens"] == input_tokens
     assert keep["block_hit_ratio"] == round(1 - len(seen) / total, 6) == pytest.approx(0.366412, abs=1e-6)

@@ -274,6 +274,8 @@ def test_fit_with_jitter_and_missing_shuffled_lines(setting, latency, jitter, se
     keep = data.draw(st.lists(st.booleans(), min_size=len(records), max_size=len(records)))
     records = [record for record, kept in zip(records, keep, strict=True) if kept]
     records = [records[i] for i in data.draw(st.permutations(range(len(records))))]
+    if not records:  # nothing measured: nothing to fit (test_empty_measurement_is_refused)
+        return
     document = run_fit(records, docs, tokens, configs, passes)
     tiers = served(configs, passes, docs, lambda doc: tokens)
     check_rows(document["passes"], records, tiers, configs, passes)
@@ -367,21 +369,15 @@ def test_unmeasured_documents_take_tokens(tokens, tier):
     assert (second["pass"], second["n"], second[tier]) == ("p2", 1, 1)
 
 
-def test_empty_measurement_fits_nothing(tmp_path):
-    (tmp_path / "m.jsonl").write_text("\n", encoding="utf-8")
-    call_ok(
-        *fit_argv(
-            tmp_path / "m.jsonl", 3, 10, [("baseline", 10, 0)], [("p", "fwd")], tmp_path / "m.json", tmp_path / "t.csv"
-        )
-    )
-    document = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))
-    assert (document["tiers"], document["passes"], document["offload_ratio"], document["max_p50_error"]) == (
-        {},
-        [],
-        [],
-        0,
-    )
-    assert (tmp_path / "t.csv").read_text(encoding="utf-8") == ",".join(TABLE_COLUMNS) + "\n"
+@pytest.mark.parametrize("text", ["", "\n", "\n  \n"])
+def test_empty_measurement_is_refused(tmp_path, text):
+    """No request measured: nothing to fit, one line naming the file, and neither output written."""
+    measurement = tmp_path / "m.jsonl"
+    measurement.write_text(text, encoding="utf-8")
+    model, table = tmp_path / "m.json", tmp_path / "t.csv"
+    status, err = call(*fit_argv(measurement, 3, 10, [("baseline", 10, 0)], [("p", "fwd")], model, table))
+    fails_with_one_line(status, err, f"kvlab ttft fit: error: {measurement}: ", "no requests to fit")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["m.jsonl"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,20 +1,37 @@
-"""The Snakemake workflow end to end: committed results are fresh, reruns are minimal, lint is clean."""
+"""The Snakemake workflow end to end, as a user meets it: the committed results are what a regeneration makes
+(after a run killed half-way), reruns are decided by file times and stamps alone (no metadata, as in a fresh
+clone), each edit reruns exactly what it should, two runs never share a folder, bad or missing config inputs
+stop before any job, and lint is clean."""
 
 import os
 import re
 import shutil
-from pathlib import Path
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
-from conftest import ROOT, project_files, tool
+import yaml
+from conftest import (
+    KVLAB,
+    ROOT,
+    kvlab,
+    load_config,
+    project_files,
+    results_tree,
+    run_pipeline,
+    scratch_copy,
+    tool,
+)
+
+from kvlab import pipeline
+from kvlab.cli import COMMANDS
+from kvlab.freshness import compare, results_of
+from kvlab.runs import hold_lock
 
 ALLOWED_LINT = "Specify a conda environment or container for each rule."  # explained in the Snakefile
-
-
-def results_tree(folder):
-    """``{relative path: bytes}`` of every file under ``folder/results``."""
-    base = Path(folder)
-    return {str(p.relative_to(base)): p.read_bytes() for p in sorted((base / "results").rglob("*")) if p.is_file()}
+LEFTOVERS = ("results/cyclic.json.tmp", "results/.kvlab-dead.tmp", "work/stamps/lab_run/dead.json.tmp")
 
 
 def snakemake(folder, *args):
@@ -23,98 +40,257 @@ def snakemake(folder, *args):
     return done
 
 
+def planned(folder, *args):
+    """The rules of the jobs a run would start now, one entry per job (a dry run)."""
+    done = snakemake(folder, "--dry-run", *args)
+    return re.findall(r"^(?:local)?rule (\w+):$", done.stdout, flags=re.MULTILINE)
+
+
 @pytest.fixture(scope="module")
-def regenerated(tmp_path_factory):
-    """A clean copy of the project without results/, and one full pipeline run in it."""
-    copy = tmp_path_factory.mktemp("kvlab")
-    for name in project_files():
-        if name.startswith("results/"):
-            continue
+def killed_and_rerun(tmp_path_factory):
+    """The project without results/, a run killed with SIGKILL half-way, the temporary files a dead run leaves,
+    then one plain run: ``(folder, what the kill left)``."""
+    copy = scratch_copy(tmp_path_factory.mktemp("kvlab"))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "kvlab", "run", "--", "--cores", "2", "--quiet"],
+        cwd=copy,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((copy / "results").rglob("*.json"))) < 8:
+        time.sleep(0.02)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    left = {
+        "results": len(list((copy / "results").rglob("*.json"))),
+        "locks": sorted(path.name for path in (copy / ".snakemake" / "locks").glob("*")),
+    }
+    for name in LEFTOVERS:
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / name, copy / name)
-    snakemake(copy)
-    return copy
+        (copy / name).write_text("partial", encoding="utf-8")
+    done = run_pipeline(copy)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return copy, left
+
+
+@pytest.fixture(scope="module")
+def regenerated(killed_and_rerun):
+    return killed_and_rerun[0]
 
 
 def test_committed_results_are_fresh(regenerated):
-    """Regenerating from the tracked files gives exactly the committed results/: no modified, missing or stale file."""
-    committed = {name: (ROOT / name).read_bytes() for name in project_files() if name.startswith("results/")}
-    fresh = results_tree(regenerated)
-    assert sorted(fresh) == sorted(committed), "results/ files differ: regenerate with `make run` and commit"
-    stale = [name for name in committed if committed[name] != fresh[name]]
-    assert not stale, f"out of date: {stale}; regenerate with `make run` and commit"
+    """Regenerating from the tracked files gives exactly the committed results/ (kvlab check's comparison)."""
+    assert compare(results_of(ROOT), results_of(regenerated)) == []
+
+
+def test_a_killed_run_recovers_without_flags(killed_and_rerun):
+    """The kill left a Snakemake lock and some results; the next run removed the lock and the temporary files
+    and finished (the results it made are checked fresh above)."""
+    copy, left = killed_and_rerun
+    assert left["locks"], "the kill came after Snakemake took its lock"
+    assert 0 < left["results"] < len(results_of(ROOT))
+    assert not [name for name in LEFTOVERS if (copy / name).exists()]
+    assert not list(copy.rglob("*.tmp"))
 
 
 def test_second_run_does_nothing(regenerated):
-    done = snakemake(regenerated, "--dry-run")
-    assert "Nothing to be done" in done.stdout + done.stderr
+    assert planned(regenerated) == []
 
 
-def test_appending_a_grid_value_reruns_only_that_point_and_what_reads_the_sweep(regenerated, tmp_path):
-    """The new point, its collector, and the sweep's TTFT prediction and plot: nothing else."""
-    copy = tmp_path / "copy"
-    shutil.copytree(regenerated, copy)  # keeps mtimes and Snakemake's metadata
-    outputs = [p for folder in ("results", "work") for p in (copy / folder).rglob("*") if p.is_file()]
-    before = {p: p.stat().st_mtime_ns for p in outputs}
-    config = (copy / "config.yaml").read_text(encoding="utf-8")
-    grid = "grid: [21520, 30000, 40000, 45000, 50109, 50110]"
-    assert grid in config
-    (copy / "config.yaml").write_text(config.replace(grid, grid[:-1] + ", 35000]"), encoding="utf-8")
+def without_metadata(source, destination, work=True):
+    """A copy of a regenerated folder without Snakemake's metadata (and without work/ unless ``work``)."""
+    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".snakemake"))
+    if not work:
+        shutil.rmtree(destination / "work")
+    return destination
 
-    snakemake(copy)
 
-    changed = sorted(str(p.relative_to(copy)) for p, mtime in before.items() if p.stat().st_mtime_ns != mtime)
-    assert changed == ["results/cliff.json", "results/plots/gpu_cliff.png", "results/ttft/sweep-cliff.csv"]
-    assert (copy / "work/sweeps/cliff/35000.json").is_file()
-    cliff = (copy / "results/cliff.json").read_text(encoding="utf-8")
-    assert cliff.endswith('  "50110": 10,\n  "35000": 0\n}\n')
-    assert "Nothing to be done" in "".join(snakemake(copy, "--dry-run").stdout)
+def test_decisions_need_no_metadata(regenerated, tmp_path):
+    """Without Snakemake's metadata nothing reruns; without work/ too (a fresh clone) everything does, whatever the
+    file times a checkout left."""
+    assert planned(without_metadata(regenerated, tmp_path / "kept")) == []
+    fresh = without_metadata(regenerated, tmp_path / "fresh", work=False)
+    last = time.time() - 1
+    for path in (fresh / "results").rglob("*"):
+        os.utime(path, (last, last))  # a checkout that wrote the results last, just before the run
+    assert sorted(planned(fresh)) == sorted(planned(regenerated, "--forceall"))
+
+
+def edit_config(folder, mutate):
+    """Apply ``mutate`` to the folder's config.yaml (a dict), write it back as YAML."""
+    path = folder / "config.yaml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    mutate(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return config
+
+
+def changed_since(folder, before):
+    return sorted(str(p.relative_to(folder)) for p, mtime in before.items() if p.stat().st_mtime_ns != mtime)
+
+
+def outputs_and_times(folder):
+    return {p: p.stat().st_mtime_ns for p in (folder / "results").rglob("*") if p.is_file()}
+
+
+def test_appending_a_sweep_value_reruns_only_that_point_and_what_reads_the_sweep(regenerated, tmp_path):
+    """The new point, its collector, the sweep's TTFT prediction and the plot that draws it: nothing else."""
+    copy = without_metadata(regenerated, tmp_path / "copy")
+    config = load_config()
+    sweep = config["plots"]["gpu_cliff"]
+    value = max(config["sweeps"][sweep]["grid"]) + 1
+    before = outputs_and_times(copy)
+    config = edit_config(copy, lambda config: config["sweeps"][sweep]["grid"].append(value))
+
+    done = run_pipeline(copy)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    made = [f"results/{sweep}.json", *([pipeline.ttft_sweep_path(sweep)] if sweep in config["ttft"]["sweeps"] else [])]
+    readers = [
+        pipeline.plot_path(name)
+        for name, inputs in pipeline.plot_inputs(config).items()
+        if any(path in inputs for path in made)
+    ]
+    expected = sorted([*made, *readers])
+    assert changed_since(copy, before) == expected
+    artifact = yaml.safe_load((copy / f"results/{sweep}.json").read_text(encoding="utf-8"))
+    assert list(artifact) == [str(room) for room in config["sweeps"][sweep]["grid"]]
+    assert planned(copy) == []
 
 
 def test_appending_a_replay_room_reruns_only_the_new_points_and_the_tables(regenerated, tmp_path):
-    copy = tmp_path / "copy"
-    shutil.copytree(regenerated, copy)
-    outputs = [p for p in (copy / "results").rglob("*") if p.is_file()]
-    before = {p: p.stat().st_mtime_ns for p in outputs}
-    config = (copy / "config.yaml").read_text(encoding="utf-8")
-    grid = "    gpu_tokens: [21520, 45000, 48000, 50110]\n"
-    assert grid in config
-    (copy / "config.yaml").write_text(
-        config.replace(grid, "    gpu_tokens: [21520, 45000, 48000, 50110, 30000]\n"), encoding="utf-8"
+    copy = without_metadata(regenerated, tmp_path / "copy")
+    config = load_config()
+    room = max(config["replay"]["rooms"]["gpu_tokens"]) + 1
+    before = outputs_and_times(copy)
+    config = edit_config(copy, lambda config: config["replay"]["rooms"]["gpu_tokens"].append(room))
+
+    assert run_pipeline(copy).returncode == 0
+
+    sharing = [
+        name for name, spec in config["replay"]["workloads"].items() if "gpu_tokens" not in spec.get("rooms", {})
+    ]
+    assert changed_since(copy, before) == sorted(map(pipeline.replay_table_path, sharing))
+    new_points = sorted(
+        path for name in sharing for path in pipeline.replay_points(config, name) if f"gpu{room}-" in path
     )
-
-    done = snakemake(copy)
-
-    changed = sorted(str(p.relative_to(copy)) for p, mtime in before.items() if p.stat().st_mtime_ns != mtime)
-    assert changed == ["results/replay/lab.csv", "results/replay/long_doc_qa.csv"]
-    new_points = sorted((copy / "results" / "replay").rglob("gpu30000-*.json"))
-    assert len(new_points) == 2 * 3 * 3  # two workloads x three CPU rooms x three block sizes
-    assert f"{len(new_points) + 3} of {len(new_points) + 3} steps" in done.stdout + done.stderr  # + 2 tables + all
+    assert new_points == sorted(str(p.relative_to(copy)) for p in (copy / "results").rglob(f"gpu{room}-*.json"))
+    assert new_points
 
 
 def test_a_mooncake_trace_is_one_config_entry(regenerated, tmp_path):
     """A trace workload named in config.yaml replays from its path; the artifact names only the file."""
-    copy = tmp_path / "copy"
-    shutil.copytree(regenerated, copy)
-    trace = ROOT.parent / "shared" / "traces" / "mooncake" / "synthetic_trace.jsonl"
-    entry = (
-        "    synthetic:\n      source: mooncake\n"
-        f"      trace: {trace}\n"
-        "      rooms: {gpu_tokens: [1000000], cpu_tokens: [0, 10000000], block_tokens: [512, 1024]}\n"
+    copy = without_metadata(regenerated, tmp_path / "copy")
+    trace = "data/traces/mooncake/synthetic_trace.jsonl.gz"
+    rooms = {"gpu_tokens": [1000000], "cpu_tokens": [0, 10000000], "block_tokens": [512, 1024]}
+    edit_config(
+        copy,
+        lambda c: c["replay"]["workloads"].update(synthetic={"source": "mooncake", "trace": trace, "rooms": rooms}),
     )
-    config = copy / "config.yaml"
-    marker = "    # A Mooncake FAST'25 trace"
-    text = config.read_text(encoding="utf-8")
-    assert text.count(marker) == 1
-    config.write_text(text.replace(marker, entry + marker), encoding="utf-8")
 
-    snakemake(copy)
+    assert run_pipeline(copy).returncode == 0
 
     table = (copy / "results" / "replay" / "synthetic.csv").read_text(encoding="utf-8")
     assert len(table.splitlines()) == 1 + 4 * 2  # header + 4 points x (all + the trace round)
     point = (copy / "results" / "replay" / "synthetic" / "gpu1000000-cpu10000000-block512.json").read_text()
-    assert '"trace": "synthetic_trace.jsonl"' in point and str(trace.parent) not in point
-    assert '"block_accesses": 121877' in point
+    assert '"trace": "synthetic_trace.jsonl.gz"' in point and str(copy) not in point
+    expected = kvlab(
+        "replay",
+        "--workload",
+        "mooncake",
+        "--trace",
+        ROOT / trace,
+        "--gpu-tokens",
+        1000000,
+        "--cpu-tokens",
+        10000000,
+        "--block-tokens",
+        512,
+    )
+    assert point == expected.stdout
+
+
+def test_editing_a_leaf_module_reruns_exactly_the_jobs_that_import_it(regenerated, tmp_path):
+    """Which code a job runs is derived from the imports: touch one eviction policy, and the jobs whose commands
+    import it (and what reads their outputs) rerun; the lab's scenario jobs, which do not, stay."""
+    copy = without_metadata(regenerated, tmp_path / "copy")
+    (copy / "kvlab").unlink()
+    shutil.copytree(KVLAB, copy / "kvlab", ignore=shutil.ignore_patterns("__pycache__"))  # file times kept
+    leaf = "kvlab/cache/eviction/arc.py"
+    later = time.time() + 100
+    os.utime(copy / leaf, (later, later))
+
+    jobs = set(planned(copy))
+
+    commands = {"replay_point": "replay", "policy_cliff": "policies", "mrc_gpu": "mrc", "plan": "plan"}
+    for rule, command in commands.items():
+        assert leaf in pipeline.command_code(command)
+        assert rule in jobs
+    for rule, command in {
+        "lab_run": "scenario",
+        "sweep_point": "scenario",
+        "example_measurement": "example-measurement",
+        "measured": "summarize",
+        "sweep_collect": "collect",
+    }.items():
+        assert leaf not in pipeline.command_code(command)
+        assert rule not in jobs
+
+
+def test_command_code_follows_the_imports():
+    """A module a command imports (directly or not) is in its code; one it does not import is not."""
+    replay = pipeline.command_code("replay")
+    assert {"kvlab/replay.py", "kvlab/workloads.py", "kvlab/cache/prefix.py", "kvlab/cli/replay.py"} <= set(replay)
+    assert "kvlab/curves/mrc.py" not in replay and "kvlab/report/plots.py" not in replay
+    scenario = pipeline.command_code("scenario")
+    assert "kvlab/kvsim.py" in scenario and "kvlab/summarize.py" not in scenario
+    assert all((ROOT / path).is_file() for name in COMMANDS for path in pipeline.command_code(name))
+
+
+def test_a_second_run_in_the_same_folder_stops_and_names_the_first(tmp_path):
+    """The first run (here: this process, holding the lock) is unharmed: its lock stays held."""
+    copy = scratch_copy(tmp_path)
+    lock = hold_lock(copy)
+    try:
+        done = kvlab("run", cwd=copy)
+        again = kvlab("run", cwd=copy)
+        assert (copy / ".snakemake" / "kvlab-run.lock").read_text(encoding="utf-8") == f"{os.getpid()}\n"
+    finally:
+        lock.close()
+    message = (
+        f"kvlab run: error: another run is in progress in this folder (pid {os.getpid()}); wait for it or stop it\n"
+    )
+    assert (done.returncode, done.stderr) == (again.returncode, again.stderr) == (1, message)
+    assert not (copy / "results").exists() and not (copy / "work").exists()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda c: c["measurement"].update(source="/opt/fixtures/kvoffload/ttft.jsonl"),
+            "measurement.source: /opt/fixtures/kvoffload/ttft.jsonl: no such file",
+        ),
+        (
+            lambda c: c["replay"]["workloads"]["conversation"].update(trace="data/none.jsonl.gz"),
+            "replay.workloads.conversation.trace: data/none.jsonl.gz: no such file",
+        ),
+        (
+            lambda c: c["plans"]["lab"].update(model_config="models/none/config.json"),
+            "plans.lab.model_config: models/none/config.json: cannot read: No such file or directory",
+        ),
+    ],
+    ids=["measurement", "trace", "model"],
+)
+def test_a_missing_input_named_in_the_config_stops_before_any_job(tmp_path, mutate, message):
+    copy = scratch_copy(tmp_path)
+    edit_config(copy, mutate)
+    done = run_pipeline(copy)
+    assert done.returncode == 1
+    assert done.stderr.endswith(f"{message}\n") and done.stderr.count("\n") == 1, done.stderr
+    assert not (copy / "results").exists() and not (copy / "work").exists()
 
 
 @pytest.mark.parametrize(
@@ -126,17 +302,41 @@ def test_a_mooncake_trace_is_one_config_entry(regenerated, tmp_path):
     ],
 )
 def test_bad_config_stops_before_any_job(tmp_path, old, new, message):
-    for name in project_files():
-        if name.endswith((".smk", ".py", ".yaml")) or name == "Snakefile":
-            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ROOT / name, tmp_path / name)
-    config = (tmp_path / "config.yaml").read_text(encoding="utf-8")
+    """Snakemake run directly (not through kvlab run) validates the config before any job too."""
+    copy = scratch_copy(tmp_path)
+    config = (copy / "config.yaml").read_text(encoding="utf-8")
     assert old in config
-    (tmp_path / "config.yaml").write_text(config.replace(old, new, 1), encoding="utf-8")
-    done = tool("snakemake", "--cores", "1", cwd=tmp_path)
+    (copy / "config.yaml").write_text(config.replace(old, new, 1), encoding="utf-8")
+    done = tool("snakemake", "--cores", "1", cwd=copy)
     assert done.returncode != 0
     assert message in done.stdout + done.stderr
-    assert not (tmp_path / "results").exists() and not (tmp_path / "work").exists()
+    assert not (copy / "results").exists() and not (copy / "work").exists()
+
+
+def test_check_names_each_difference_and_the_repair_works(regenerated, tmp_path):
+    """kvlab check's lines for an edited config value, a hand-edited, a missing and an extra result; then the
+    repairs they name, run: the folder is what a regeneration makes again."""
+    copy = without_metadata(regenerated, tmp_path / "copy")
+    edit_config(copy, lambda c: c["runs"]["offload"].update(cpu=30000))
+    assert run_pipeline(copy).returncode == 0  # the config change reruns its job
+    (copy / "results/baseline.json").write_text("{}\n", encoding="utf-8")
+    (copy / "results/cyclic.json").unlink()
+    (copy / "results/extra.json").write_text("{}\n", encoding="utf-8")
+
+    lines = compare(results_of(copy), results_of(regenerated))
+
+    assert lines == [
+        "results/baseline.json: differs from a fresh regeneration; repair: make run FORCE=results/baseline.json",
+        "results/cyclic.json: missing; repair: make run",
+        "results/extra.json: not made by the pipeline; repair: rm results/extra.json",
+        "results/offload.json: differs from a fresh regeneration; repair: make run FORCE=results/offload.json",
+    ]
+    edit_config(copy, lambda c: c["runs"]["offload"].update(cpu=56000))  # the config as committed again
+    assert run_pipeline(copy).returncode == 0
+    assert compare(results_of(copy), results_of(regenerated))[:1] == [lines[0]]  # a hand edit survives a plain run
+    assert run_pipeline(copy, "--forcerun", "results/baseline.json").returncode == 0
+    (copy / "results/extra.json").unlink()
+    assert compare(results_of(copy), results_of(regenerated)) == []
 
 
 def test_snakemake_lint_has_only_the_documented_exception():
@@ -166,3 +366,15 @@ def test_no_absolute_paths_or_timestamps_in_results():
         assert str(ROOT) not in text and os.path.expanduser("~") + "/" not in text, name
         assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", text), name
         assert text.endswith("\n"), name
+
+
+def test_the_repository_needs_nothing_outside_it():
+    """No tracked file reads ../shared (a user's clone has none beside it)."""
+    pattern = re.compile(r"\.\./shared|parent / \"shared\"|\"shared\" /")
+    offenders = [
+        name
+        for name in project_files()
+        if name.endswith((".py", ".smk", ".md", ".yaml", ".toml", ".txt")) or name in ("Snakefile", "Makefile")
+        if name != "tests/test_workflow.py" and pattern.search((ROOT / name).read_text(encoding="utf-8"))
+    ]
+    assert offenders == []

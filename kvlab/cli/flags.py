@@ -7,7 +7,7 @@ import sys
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES, make_cache
-from kvlab.cli.base import UsageError, argument, listing
+from kvlab.cli.base import UsageError, listing
 from kvlab.files import shown
 from kvlab.workloads import WORKLOADS, WorkloadError, whole_number
 
@@ -20,11 +20,7 @@ __all__ = [
     "hit_ratio",
     "make_workload",
     "rooms",
-    "tokens",
 ]
-
-tokens = argument(whole_number(0))  # a room in tokens
-block_tokens = argument(whole_number(1))
 
 
 def compile_notice():

@@ -4,7 +4,7 @@ of anything (``kvlab/measure/example.py``)."""
 import math
 
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
-from kvlab.cli.ttft import named_order, named_rooms
+from kvlab.cli.types import named_order, named_rooms
 from kvlab.files import shown
 from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
 

@@ -2,15 +2,8 @@
 tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
 
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
-from kvlab.cli.flags import (
-    add_block_rule_arguments,
-    add_workload_arguments,
-    block_tokens,
-    compile_notice,
-    hit_ratio,
-    make_workload,
-    tokens,
-)
+from kvlab.cli.flags import add_block_rule_arguments, add_workload_arguments, compile_notice, hit_ratio, make_workload
+from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
 
 

@@ -6,12 +6,11 @@ from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_workload_arguments,
     add_write_policy_argument,
-    block_tokens,
     compile_notice,
     hit_ratio,
     make_workload,
-    tokens,
 )
+from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
 from kvlab.sizing.model_size import MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number

@@ -8,12 +8,11 @@ from kvlab.cli.base import Outputs, Parser, run, summary
 from kvlab.cli.flags import (
     add_cache_policy_arguments,
     add_workload_arguments,
-    block_tokens,
     build_cache,
     cache_settings,
     make_workload,
-    tokens,
 )
+from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
 
 

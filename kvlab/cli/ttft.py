@@ -3,29 +3,12 @@ measured; ``sweep``: predicted TTFT per pass across a lab sweep; ``budgets``: pr
 each CPU budget of a plan."""
 
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run, summary
-from kvlab.cli.flags import tokens
 from kvlab.cli.plan import add_plan_arguments, plan_setting
-from kvlab.files import csv_text, dump_json, shown
+from kvlab.cli.types import named_order, named_rooms, tokens
+from kvlab.files import csv_text, dump_json
 from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.sizing.model_size import decimal_gib
 from kvlab.workloads import MAX_ACCESSES, pass_list, whole_number
-
-
-def named_rooms(text):
-    """``NAME:GPU,CPU`` (rooms in tokens)."""
-    name, _, pair = text.partition(":")
-    gpu, _, cpu = pair.partition(",")
-    if not name or not gpu.isdigit() or not cpu.isdigit():
-        raise ValueError(f"expected NAME:GPU,CPU with rooms in tokens, got {shown(text)}")
-    return name, (tokens(gpu), tokens(cpu))
-
-
-def named_order(text):
-    """``NAME:fwd`` or ``NAME:rev``."""
-    name, _, order = text.partition(":")
-    if not name or order not in ("fwd", "rev"):
-        raise ValueError(f"expected NAME:fwd or NAME:rev, got {shown(text)}")
-    return name, order
 
 
 def build_parser(prog):

@@ -1,0 +1,29 @@
+"""Argument types several commands share: rooms in tokens, and the ``NAME:VALUE`` pairs of the measurement's
+configs and passes. Kept apart from the flag groups, so that a command that needs only these imports nothing
+of the cache."""
+
+from kvlab.cli.base import argument
+from kvlab.files import shown
+from kvlab.workloads import whole_number
+
+__all__ = ["block_tokens", "named_order", "named_rooms", "tokens"]
+
+tokens = argument(whole_number(0))  # a room in tokens
+block_tokens = argument(whole_number(1))
+
+
+def named_rooms(text):
+    """``NAME:GPU,CPU`` (rooms in tokens)."""
+    name, _, pair = text.partition(":")
+    gpu, _, cpu = pair.partition(",")
+    if not name or not gpu.isdigit() or not cpu.isdigit():
+        raise ValueError(f"expected NAME:GPU,CPU with rooms in tokens, got {shown(text)}")
+    return name, (tokens(gpu), tokens(cpu))
+
+
+def named_order(text):
+    """``NAME:fwd`` or ``NAME:rev``."""
+    name, _, order = text.partition(":")
+    if not name or order not in ("fwd", "rev"):
+        raise ValueError(f"expected NAME:fwd or NAME:rev, got {shown(text)}")
+    return name, order
