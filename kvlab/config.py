@@ -163,6 +163,9 @@ def validate(config, root=None, path="config.yaml", schema=SCHEMA):
         if unknown and isinstance(error.instance, dict):
             where = (*where, unknown[0])
             message = f"unknown key (valid here: {', '.join(known)})" if known else "unknown key"
+        instance = repr(error.instance)
+        if message.startswith(instance) and len(instance) > 40:  # the value itself, too long to show
+            message = "the value" + message[len(instance) :]
         message = message if len(message) <= 200 else message[:195] + "..."
         line = line_of(root, where) if root is not None else None
         raise ConfigFileError(f"{path}{f':{line}' if line else ''}: {dotted(where)}: {message}")

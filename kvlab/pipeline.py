@@ -203,8 +203,20 @@ def check_plans(config):
 
 
 def check_ttft(config):
-    """The TTFT predictions name lab sweeps of GPU or CPU rooms and a plan; the plots, sweeps and curves that exist."""
+    """The TTFT predictions name lab sweeps of GPU or CPU rooms and a plan; the plots, sweeps and curves that exist;
+    the example measurement, when it is the measurement, was taken in the setting the model is fitted in."""
     ttft, plots = config["ttft"], config["plots"]
+    if config["measurement"]["source"] == EXAMPLE_MEASUREMENT:
+        example, setting = config["example_measurement"], ttft["setting"]
+        for key in ("configs", "passes"):
+            missing = [name for name, value in example[key].items() if setting[key].get(name) != value]
+            if missing:
+                raise ConfigError(
+                    f"config: ttft.setting.{key}: {missing[0]!r} differs from example_measurement.{key},"
+                    " the measurement the model is fitted to"
+                )
+        if example["docs"] > setting["docs"]:
+            raise ConfigError("config: ttft.setting.docs: fewer than example_measurement.docs")
     for sweep in ttft["sweeps"]:
         if sweep not in config["sweeps"] or config["sweeps"][sweep]["vary"] not in ("gpu", "cpu"):
             raise ConfigError(f"config: ttft.sweeps names {sweep!r}, which is not a sweep of gpu or cpu rooms")

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -721,8 +722,11 @@ def planner_run(tmp_path_factory):
         target.parent.mkdir(exist_ok=True)
         shutil.copy2(compiled, target)
     newest = max(path.stat().st_mtime for path in copy.rglob("*") if path.is_file() and path not in results)
+    # Newer than the code and than the stamp files Snakemake is about to write (work/stamps/, at the DAG's time,
+    # which may come well after the code's newest mtime when the copy takes a while).
+    newest = max(newest, time.time()) + 60
     for path in results:  # up to date with respect to their code (they carry no provenance: only mtimes count)
-        os.utime(path, (newest + 10, newest + 10))
+        os.utime(path, (newest, newest))
     done = snakemake(copy)
     assert done.returncode == 0, done.stdout + done.stderr
     return copy, done.stdout + done.stderr
