@@ -20,8 +20,9 @@ check: $(VENV)/.run-installed
 	@echo "Regenerating every artifact in work/check/ to compare with results/ ..."
 	$(BIN)/kvlab check
 
+# The suite on every core (pytest-xdist); the tests that share a built folder run on one worker (xdist_group).
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed

@@ -4,8 +4,10 @@ import contextlib
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,40 @@ def both(first, second):
 @pytest.fixture
 def config():
     return load_config()
+
+
+LEFTOVERS = ("results/cyclic.json.tmp", "results/.kvlab-dead.tmp", "work/stamps/lab_run/dead.json.tmp")
+
+
+@pytest.fixture(scope="session")
+def killed_and_rerun(tmp_path_factory):
+    """The project without results/, a run killed with SIGKILL half-way, the temporary files a dead run leaves,
+    then one plain run: ``(folder, what the kill left)``."""
+    copy = scratch_copy(tmp_path_factory.mktemp("kvlab"))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "kvlab", "run", "--", "--cores", "2", "--quiet"],
+        cwd=copy,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((copy / "results").rglob("*.json"))) < 8:
+        time.sleep(0.02)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    left = {
+        "results": len(list((copy / "results").rglob("*.json"))),
+        "locks": sorted(path.name for path in (copy / ".snakemake" / "locks").glob("*")),
+    }
+    for name in LEFTOVERS:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_text("partial", encoding="utf-8")
+    done = run_pipeline(copy)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return copy, left
+
+
+@pytest.fixture(scope="session")
+def regenerated(killed_and_rerun):
+    return killed_and_rerun[0]

@@ -938,6 +938,8 @@ add(
     "the following arguments are required: points",
     {"out.json": OLD},
 )
+COUNTS_NEEDED = "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"
+
 for id, text, message in [
     ("empty", "", "40000.json: malformed JSON"),
     ("binary", b"\x00\xff\x00", "40000.json: not UTF-8 text"),
@@ -948,9 +950,13 @@ for id, text, message in [
     ("array", "[]", "40000.json: not a scenario output (no passes list)"),
     ("number", "3", "40000.json: not a scenario output (no passes list)"),
     ("passes-of-numbers", json.dumps({"passes": [1, 2]}), "40000.json: not a scenario output (no passes list)"),
-    ("hits-string", scenario_out(gpu_hits="3"), "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"),
-    ("hits-float", scenario_out(gpu_hits=1.5), "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"),
-    ("hits-missing", json.dumps({"passes": [{}, {"misses": 1}]}), "40000.json: pass 2 needs gpu_hits, cpu_hits, misses as whole numbers"),
+    ("hits-string", scenario_out(gpu_hits="3"), COUNTS_NEEDED),
+    ("hits-float", scenario_out(gpu_hits=1.5), COUNTS_NEEDED),
+    (
+        "hits-missing",
+        json.dumps({"passes": [{}, {"misses": 1}]}),
+        COUNTS_NEEDED,
+    ),
     ("hits-bool", scenario_out(gpu_hits=True, cpu_hits=True), "~40000.json"),
     ("hits-negative", scenario_out(gpu_hits=-5), "~40000.json"),
     ("hits-2**70", scenario_out(gpu_hits=2**70), "~40000.json"),
@@ -1356,7 +1362,10 @@ def check(case, tmp, monkeypatch):
     for leftover in leftovers:
         os.unlink(os.path.join("/dev", leftover))
     prefix = f"kvlab {case.command}: error: "
-    shown = f"kvlab {' '.join(argv)[:300]}\nexit {result.returncode}\nstderr: {result.stderr[:1500]!r}\nstdout: {result.stdout[:300]!r}"
+    shown = (
+        f"kvlab {' '.join(argv)[:300]}\nexit {result.returncode}\n"
+        f"stderr: {result.stderr[:1500]!r}\nstdout: {result.stdout[:300]!r}"
+    )
     assert "Traceback" not in result.stderr + result.stdout, shown
     assert elapsed < TIME_LIMIT, f"took {elapsed:.1f} s\n{shown}"
     assert result.returncode == case.code, shown

@@ -5,6 +5,8 @@ run from scratch of the extended config gives."""
 
 import gzip
 import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -14,6 +16,8 @@ from kvlab import pipeline
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.config import validate
+
+pytestmark = pytest.mark.xdist_group("extend")  # its module-scoped fixtures are built once, on one worker
 
 EXEMPT = {"policies.write_policies", "policies.evictions"}  # they hold every valid value already
 TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"
@@ -111,28 +115,35 @@ def small_trace(folder):
 
 @pytest.fixture(scope="module")
 def extended(tmp_path_factory, monkeypatch_module):
-    """``(incremental folder, from-scratch folder, maps, lists, exempt)``."""
+    """``(incremental folder, from-scratch folder, maps, lists, exempt)``: the from-scratch run of the extended
+    config goes on beside the two runs of the incremental folder."""
     work = tmp_path_factory.mktemp("extend")
-    first = scratch_copy(work / "incremental")
-    small_trace(first)
-    small = shrink(load_config())
-    write_config(first, small)
+    first, scratch = scratch_copy(work / "incremental"), scratch_copy(work / "scratch")
+    for folder in (first, scratch):
+        small_trace(folder)
     monkeypatch_module.chdir(first)  # the config's paths are relative to its folder
+    small = shrink(load_config())
     assert valid(small)
-    done = run_pipeline(first)
-    assert done.returncode == 0, done.stdout + done.stderr
-
     bigger, maps, lists, exempt = extensions(small)
-    write_config(first, bigger)
-    shutil.rmtree(first / ".snakemake")  # no metadata: a fresh clone's second run decides the same way
-    done = run_pipeline(first)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-    scratch = scratch_copy(work / "scratch")
-    small_trace(scratch)
     write_config(scratch, bigger)
-    done = run_pipeline(scratch)
-    assert done.returncode == 0, done.stdout + done.stderr
+    beside = subprocess.Popen(
+        [sys.executable, "-m", "kvlab", "run", "--", "--cores", "1"],
+        cwd=scratch,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        write_config(first, small)
+        done = run_pipeline(first)
+        assert done.returncode == 0, done.stdout + done.stderr
+        write_config(first, bigger)
+        shutil.rmtree(first / ".snakemake")  # no metadata: a fresh clone's second run decides the same way
+        done = run_pipeline(first)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        output = beside.communicate(timeout=600)[0]
+    assert beside.returncode == 0, output
     return first, scratch, maps, lists, exempt
 
 

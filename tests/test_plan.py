@@ -1,6 +1,7 @@
 """Tests of kvlab/sizing/plan.py: the lab's rooms and cliffs, the per-round figures against `kvlab replay` for every
 write policy and source, the minimality of the budgets it answers, the GiB conversions, the table, and bad input."""
 
+import gzip
 import json
 import math
 from decimal import Decimal
@@ -18,7 +19,7 @@ MODELS = ROOT / "models"
 QWEN_1_5B = MODELS / "Qwen2.5-1.5B-Instruct" / "config.json"  # 28,672 bytes per token
 QWEN_7B = MODELS / "Qwen2.5-7B-Instruct" / "config.json"  # 57,344 bytes per token, 4 KV heads
 LLAMA_70B = MODELS / "Llama-3.1-70B-Instruct" / "config.json"  # 327,680 bytes per token, 8 KV heads
-TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 CPU_CLIFF = ROOT / "results" / "cpu_cliff.json"
 POLICIES = ["write-through", "write-back", "selective"]
 FIGURES = ["input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "token_hit_ratio"]
@@ -120,10 +121,9 @@ def hits(workload, policy, gpu, cpu, **rules):
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
-    """The first lines of the Mooncake conversation trace, copied (the shared trace is read-only)."""
-    assert TRACE.is_file(), f"the Mooncake trace is missing: {TRACE}"
+    """The first lines of the shipped Mooncake conversation trace, uncompressed."""
     path = tmp_path_factory.mktemp("trace") / "conversation_head.jsonl"
-    with TRACE.open(encoding="utf-8") as source:
+    with gzip.open(TRACE, "rt", encoding="utf-8") as source:
         path.write_text("".join(next(source) for _ in range(TRACE_LINES)), encoding="utf-8")
     return path
 
@@ -575,7 +575,7 @@ def test_bad_input_is_one_error_line(tmp_path, args, fragment):
     ],
 )
 def test_bad_trace_is_one_error_line(tmp_path, args, fragment):
-    with TRACE.open(encoding="utf-8") as source:
+    with gzip.open(TRACE, "rt", encoding="utf-8") as source:
         (tmp_path / "broken.jsonl").write_text(source.readline() + '{"timestamp": 1}\n', encoding="utf-8")
     args = [arg.format(tmp=tmp_path) for arg in args]
     proc = run_cli(*args, "--model-config", QWEN_7B, "--gpu-tokens", "100000")

@@ -1,8 +1,7 @@
 """`make report`: Snakemake's HTML report of the pipeline's results, with the captions of report/*.rst.
 
-The report is built in a copy of the project (its tracked files and the committed results, made up to
-date with ``snakemake --touch``: the committed results are checked fresh by tests/test_workflow.py, so
-the full run is not repeated here).
+The report is built in a copy of the regenerated project (tests/conftest.py: its results are checked fresh
+by tests/test_workflow.py), as `make report` builds it after `make run`: every artifact has its provenance.
 """
 
 import base64
@@ -13,9 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_config, project_files, tool
+from conftest import ROOT, load_config, tool
 
 from kvlab import pipeline
+
+pytestmark = pytest.mark.xdist_group("regenerated")  # the regenerated folder is built once
 
 # The key sentence of each artifact's caption (report/*.rst, rendered with the artifact's wildcards).
 CAPTIONS = {
@@ -39,16 +40,10 @@ CAPTIONS = {
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """A copy of the project with its committed results, up to date, and `snakemake --report report.html` run in it."""
-    copy = tmp_path_factory.mktemp("kvlab-report")
-    for name in project_files():
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / name, copy / name)
-    touched = tool("snakemake", "--cores", "1", "--touch", cwd=copy)
-    assert touched.returncode == 0, touched.stdout + touched.stderr
-    dry = tool("snakemake", "--cores", "1", "--dry-run", cwd=copy)
-    assert "Nothing to be done" in dry.stdout + dry.stderr  # the report is of the committed results
+def built(regenerated, tmp_path_factory):
+    """A copy of the regenerated project, and `snakemake --report report.html` run in it."""
+    copy = tmp_path_factory.mktemp("kvlab-report") / "copy"
+    shutil.copytree(regenerated, copy, symlinks=True)
     done = tool("snakemake", "--report", "report.html", cwd=copy)
     return copy, done
 
@@ -77,6 +72,7 @@ def report_artifacts(config):
 def test_report_is_one_self_contained_html_file(built, html):
     copy, done = built
     assert "Report created" in done.stdout + done.stderr
+    assert "metadata" not in done.stdout + done.stderr  # every artifact has its provenance after a run
     assert html.lstrip().lower().startswith("<!doctype html") and html.rstrip().endswith("</html>")
     assert not re.search(r"<script\b[^>]*\bsrc\s*=", html), "a script loaded from elsewhere"
     assert not re.search(r"<link\b", html) and "@import" not in html, "a stylesheet loaded from elsewhere"
@@ -114,7 +110,8 @@ def test_report_text_names_the_findings_and_the_six_plots(html):
         assert sentence in html, sentence
     for name in ("gpu_cliff", "cpu_cliff", "mrc", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets"):
         assert f"{name}.png" in html, name
-    assert "kvlab regenerates every artifact" in script_variable(html, "workflow-desc")  # report/workflow.rst
+    description = script_variable(html, "workflow-desc")  # report/workflow.rst: the findings first
+    assert description.index("What the lab shows") < description.index("kvlab regenerates every artifact")
 
 
 def test_report_html_is_a_build_product_ignored_by_git():
@@ -127,3 +124,4 @@ def test_make_report_runs_snakemake_report():
     done = subprocess.run(["make", "-n", "report"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert ".venv/bin/snakemake --report report.html" in done.stdout.splitlines()
+    assert done.stdout.index("kvlab run") < done.stdout.index("--report")  # the run first: provenance

@@ -400,7 +400,8 @@ SCENARIO_ARGS = [  # (arguments, exit code)
     (["--gpu=15033", "--cpu=30066", "--docs=12", "--passes=fwd,rev,rev,fwd"], 0),
     (["--cpu", "30066", "--write-policy", "write-back"], 0),
     (["--cpu", "56000", "--write-policy", "selective", "--passes", "fwd,fwd,fwd"], 0),
-    (["--gpu", str(10**30), "--cpu", str(10**30), "--docs", "3"], 0),
+    (["--gpu", str(2**53), "--cpu", str(2**53), "--docs", "3"], 0),
+    (["--gpu", str(10**30), "--cpu", "0", "--docs", "3"], 2),
     # bad ones: the same one line (but for the program's name), the same exit code, nothing on stdout
     (["--gpu", "-1"], 2),
     (["--passes", "fwd,bwd"], 2),

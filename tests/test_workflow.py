@@ -6,15 +6,13 @@ stop before any job, and lint is clean."""
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import yaml
 from conftest import (
     KVLAB,
+    LEFTOVERS,
     ROOT,
     kvlab,
     load_config,
@@ -30,8 +28,8 @@ from kvlab.cli import COMMANDS
 from kvlab.freshness import compare, results_of
 from kvlab.runs import hold_lock
 
+pytestmark = pytest.mark.xdist_group("regenerated")  # one worker builds the regenerated folder for both modules
 ALLOWED_LINT = "Specify a conda environment or container for each rule."  # explained in the Snakefile
-LEFTOVERS = ("results/cyclic.json.tmp", "results/.kvlab-dead.tmp", "work/stamps/lab_run/dead.json.tmp")
 
 
 def snakemake(folder, *args):
@@ -44,40 +42,6 @@ def planned(folder, *args):
     """The rules of the jobs a run would start now, one entry per job (a dry run)."""
     done = snakemake(folder, "--dry-run", *args)
     return re.findall(r"^(?:local)?rule (\w+):$", done.stdout, flags=re.MULTILINE)
-
-
-@pytest.fixture(scope="module")
-def killed_and_rerun(tmp_path_factory):
-    """The project without results/, a run killed with SIGKILL half-way, the temporary files a dead run leaves,
-    then one plain run: ``(folder, what the kill left)``."""
-    copy = scratch_copy(tmp_path_factory.mktemp("kvlab"))
-    first = subprocess.Popen(
-        [sys.executable, "-m", "kvlab", "run", "--", "--cores", "2", "--quiet"],
-        cwd=copy,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list((copy / "results").rglob("*.json"))) < 8:
-        time.sleep(0.02)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    left = {
-        "results": len(list((copy / "results").rglob("*.json"))),
-        "locks": sorted(path.name for path in (copy / ".snakemake" / "locks").glob("*")),
-    }
-    for name in LEFTOVERS:
-        (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        (copy / name).write_text("partial", encoding="utf-8")
-    done = run_pipeline(copy)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return copy, left
-
-
-@pytest.fixture(scope="module")
-def regenerated(killed_and_rerun):
-    return killed_and_rerun[0]
 
 
 def test_committed_results_are_fresh(regenerated):
