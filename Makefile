@@ -20,9 +20,9 @@ check: $(VENV)/.run-installed
 	@echo "Regenerating every artifact in work/check/ to compare with results/ ..."
 	$(BIN)/kvlab check
 
-# The suite on every core (pytest-xdist); the tests that share a built folder run on one worker (xdist_group).
+# The suite on every core (pytest-xdist), a test file per worker (its module's fixtures are built once).
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -n auto --dist loadgroup
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed

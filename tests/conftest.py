@@ -1,7 +1,9 @@
 """Shared paths and helpers for the test suite."""
 
 import contextlib
+import fcntl
 import io
+import json
 import os
 import shutil
 import signal
@@ -140,8 +142,25 @@ LEFTOVERS = ("results/cyclic.json.tmp", "results/.kvlab-dead.tmp", "work/stamps/
 @pytest.fixture(scope="session")
 def killed_and_rerun(tmp_path_factory):
     """The project without results/, a run killed with SIGKILL half-way, the temporary files a dead run leaves,
-    then one plain run: ``(folder, what the kill left)``."""
-    copy = scratch_copy(tmp_path_factory.mktemp("kvlab"))
+    then one plain run: ``(folder, what the kill left)``. Built once per test run, also when pytest-xdist's
+    workers share it (under a lock in their common temporary folder); tests copy it before they change it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this run's folder, above each worker's own
+    with open(shared / "regenerated.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder, record = shared / "regenerated", shared / "regenerated.json"
+        if not record.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            left = kill_and_rerun(folder)
+            record.write_text(json.dumps(left), encoding="utf-8")
+        return folder, json.loads(record.read_text(encoding="utf-8"))
+
+
+def kill_and_rerun(folder):
+    """The kill, the leftovers and the rerun in ``folder``; what the kill left."""
+    copy = scratch_copy(folder)
     first = subprocess.Popen(
         [sys.executable, "-m", "kvlab", "run", "--", "--cores", "2", "--quiet"],
         cwd=copy,
@@ -163,7 +182,7 @@ def killed_and_rerun(tmp_path_factory):
         (copy / name).write_text("partial", encoding="utf-8")
     done = run_pipeline(copy)
     assert done.returncode == 0, done.stdout + done.stderr
-    return copy, left
+    return left
 
 
 @pytest.fixture(scope="session")

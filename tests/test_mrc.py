@@ -26,8 +26,6 @@ from kvlab.kvsim import LRUCache
 from kvlab.replay import replay
 from kvlab.workloads import LabWorkload, MooncakeWorkload, Request
 
-pytestmark = pytest.mark.xdist_group("mrc")  # its module-scoped fixtures are built once, on one worker
-
 TRACES = ROOT / "data" / "traces" / "mooncake"
 TRACE_NAMES = ["conversation_trace.jsonl", "synthetic_trace.jsonl"]
 TRACE_REQUESTS = 200  # enough for curves of more than 50 steps; each step is checked by two replays

@@ -27,8 +27,6 @@ from kvlab.cli import mrc as mrc_cli
 from kvlab.cli import plan as plan_cli
 from kvlab.cli.flags import make_workload
 
-pytestmark = pytest.mark.xdist_group("planner_pipeline")  # its module-scoped fixtures are built once, on one worker
-
 MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
 QWEN_1_5B = "models/Qwen2.5-1.5B-Instruct/config.json"

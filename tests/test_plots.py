@@ -27,8 +27,6 @@ from kvlab import pipeline
 from kvlab.cli import plots as plots_cli
 from kvlab.report import plots
 
-pytestmark = pytest.mark.xdist_group("plots")  # its module-scoped fixtures are built once, on one worker
-
 PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order `kvlab plots` takes them}
 PLOT_ARGS = {name: shlex.split(pipeline.plot_args(load_config(), name)) for name in PLOT_INPUTS}  # flags, as the rule
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

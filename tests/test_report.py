@@ -16,8 +16,6 @@ from conftest import ROOT, load_config, tool
 
 from kvlab import pipeline
 
-pytestmark = pytest.mark.xdist_group("regenerated")  # the regenerated folder is built once
-
 # The key sentence of each artifact's caption (report/*.rst, rendered with the artifact's wildcards).
 CAPTIONS = {
     "results/cyclic.json": "Finding 1: reading ten 5,011-token documents twice",

@@ -28,7 +28,6 @@ from kvlab.cli import COMMANDS
 from kvlab.freshness import compare, results_of
 from kvlab.runs import hold_lock
 
-pytestmark = pytest.mark.xdist_group("regenerated")  # one worker builds the regenerated folder for both modules
 ALLOWED_LINT = "Specify a conda environment or container for each rule."  # explained in the Snakefile
 
 
