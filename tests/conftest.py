@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kvlab import freshness
+
 ROOT = Path(__file__).resolve().parents[1]
 KVLAB = ROOT / "kvlab"
 SCHEMA = ROOT / "schemas" / "config.schema.yaml"
@@ -56,13 +58,7 @@ def tool(name, *args, cwd):
 
 def project_files():
     """The working tree as it would be committed: tracked files plus untracked ones git does not ignore."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    return sorted({name for name in listing.decode().split("\0") if name and (ROOT / name).is_file()})
+    return freshness.project_files(ROOT)
 
 
 def scratch_copy(folder, results=False, link_code=True):

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import ROOT, kvlab, load_config  # noqa: E402
+from conftest import ROOT, deleter, kvlab, load_config, setter  # noqa: E402
 
 R = str(ROOT)
 BIG = str(2**70)
@@ -1068,24 +1068,7 @@ def config_yaml(mutate):
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def setting(path, value):
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-
-    return mutate
-
-
-def removing(path):
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        del node[path[-1]]
-
-    return mutate
+setting, removing = setter, deleter  # conftest's config mutations
 
 
 def linked(name):

@@ -1,14 +1,13 @@
 """Flag groups that several commands share, each declared once: the workload's source and its settings, the
 cache's rules and policies, and a plan's setting (model, chunks, rooms)."""
 
-import math
 import sys
 
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES, make_cache
 from kvlab.cli.base import UsageError, listing
-from kvlab.files import shown
+from kvlab.cli.types import number_in
 from kvlab.workloads import WORKLOADS, WorkloadError, whole_number
 
 __all__ = [
@@ -29,15 +28,7 @@ def compile_notice():
     sys.stderr.flush()
 
 
-def hit_ratio(text):
-    """A token hit ratio in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1:
-        raise ValueError(f"expected a ratio between 0 and 1, got {shown(text)}")
-    return value
+hit_ratio = number_in(0, 1, "a ratio between 0 and 1")  # a token hit ratio
 
 
 def add_workload_arguments(parser):

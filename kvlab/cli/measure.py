@@ -1,36 +1,15 @@
 """``kvlab example-measurement``: the SYNTHETIC example TTFT measurement in the lab's schema, not a measurement
 of anything (``kvlab/measure/example.py``)."""
 
-import math
-
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
-from kvlab.cli.types import named_order, named_rooms
-from kvlab.files import shown
+from kvlab.cli.types import named_order, named_rooms, number_in
 from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
 
 MAX_MS = 10**9  # about 11.6 days: no latency is longer
 
 
-def milliseconds(text):
-    """A latency in ms: a finite number from 0 to MAX_MS."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= MAX_MS:
-        raise ValueError(f"expected milliseconds from 0 to {MAX_MS}, got {shown(text)}")
-    return value
-
-
-def jitter(text):
-    """A relative standard deviation: a finite number from 0 to 10."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 10:
-        raise ValueError(f"expected a relative standard deviation from 0 to 10, got {shown(text)}")
-    return value
+milliseconds = number_in(0, MAX_MS, f"milliseconds from 0 to {MAX_MS}")
+jitter = number_in(0, 10, "a relative standard deviation from 0 to 10")
 
 
 def build_parser(prog):

@@ -2,11 +2,30 @@
 configs and passes. Kept apart from the flag groups, so that a command that needs only these imports nothing
 of the cache."""
 
+import math
+
 from kvlab.cli.base import argument
 from kvlab.files import shown
 from kvlab.workloads import whole_number
 
-__all__ = ["block_tokens", "named_order", "named_rooms", "tokens"]
+__all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "tokens"]
+
+
+def number_in(low, high, what):
+    """A converter to a number from ``low`` to ``high`` (``what`` names them in the error); NaN, the infinities
+    and text are refused."""
+
+    def convert(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:
+            raise ValueError(f"expected {what}, got {shown(text)}")
+        return value
+
+    return convert
+
 
 tokens = argument(whole_number(0))  # a room in tokens
 block_tokens = argument(whole_number(1))
