@@ -1,0 +1,77 @@
+"""The `kvlab` command: one entry point that lists every command, imports a command's code only when it runs,
+and a command-line layer that is the only place (with the lab's three scripts) that knows argparse."""
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import KVLAB, ROOT, kvlab
+
+from kvlab.cli import COMMANDS
+
+LAB_SCRIPTS = {"kvsim.py", "scenario.py", "summarize.py"}
+
+
+def test_help_lists_every_command_with_one_line():
+    done = kvlab("--help")
+    assert done.returncode == 0
+    lines = [line.split() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert [words[0] for words in lines] == list(COMMANDS)
+    assert all(len(words) > 3 for words in lines)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_has_help_and_a_main(name):
+    module = importlib.import_module(f"kvlab.cli.{COMMANDS[name][0]}")
+    assert callable(module.main)
+    done = kvlab(name, "--help")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith(f"usage: kvlab {name}")
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [([], "usage: kvlab COMMAND"), (["nope"], "unknown command 'nope'")])
+def test_no_or_an_unknown_command_is_a_usage_error(argv, fragment):
+    done = kvlab(*argv)
+    assert done.returncode == 2 and done.stdout == "" and fragment in done.stderr
+
+
+def loaded_after(*argv):
+    """The kvlab modules a real `python -m kvlab ARGV` process has loaded when it ends."""
+    code = (
+        "import runpy, sys, json, atexit\n"
+        "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if m.startswith('kvlab'))),"
+        " file=sys.stderr))\n"
+        f"sys.argv = ['kvlab', *{list(argv)!r}]\n"
+        "runpy.run_module('kvlab', run_name='__main__')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_a_command_imports_only_its_own_code():
+    replay = loaded_after("replay", "--workload", "lab", "--docs", "2", "--tokens", "10", "--gpu-tokens", "5")
+    assert "kvlab.replay" in replay and "kvlab.cli.replay" in replay
+    assert not {module for module in replay if module.startswith(("kvlab.curves", "kvlab.report", "kvlab.latency"))}
+    assert "kvlab.cli.mrc" not in replay and "kvlab.cli.plots" not in replay
+    scenario = loaded_after("scenario", "--docs", "2")
+    assert "kvlab.scenario" in scenario and "kvlab.workloads" not in scenario and "kvlab.cache" not in scenario
+
+
+def test_only_the_command_line_layer_and_the_lab_scripts_know_argparse_and_sys_path():
+    offenders = []
+    for path in sorted(KVLAB.rglob("*.py")):
+        relative = path.relative_to(KVLAB)
+        if relative.parts[0] == "cli" or str(relative) in LAB_SCRIPTS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [alias.name for alias in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if "argparse" in names or module == "argparse":
+                offenders.append(f"{relative}: imports argparse")
+            if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
+                offenders.append(f"{relative}: touches sys.path")
+    assert offenders == []
