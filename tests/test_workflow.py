@@ -6,6 +6,7 @@ stop before any job, and lint is clean."""
 import os
 import re
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -341,3 +342,30 @@ def test_the_repository_needs_nothing_outside_it():
         if name != "tests/test_workflow.py" and pattern.search((ROOT / name).read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("left", "planned_steps"),
+    [
+        ([".venv/bin/python"], ["rm -rf .venv", "-m venv .venv", "pip install"]),  # killed while creating .venv
+        ([".venv/bin/python", ".venv/.created"], ["pip install", "touch .venv/.run-installed"]),  # killed in pip
+        ([".venv/bin/python", ".venv/.created", ".venv/.run-installed"], ["kvlab run"]),  # installed: just run
+    ],
+    ids=["venv", "pip", "done"],
+)
+def test_make_run_redoes_an_install_that_was_killed(tmp_path, left, planned_steps):
+    """What a kill during `make run`'s install leaves is never taken as installed: .venv counts only with its
+    .created stamp (written last), the packages only with .run-installed (written after pip)."""
+    for name in ("Makefile", "requirements.txt", "pyproject.toml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    later = time.time() + 10
+    for name in left:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+        os.utime(tmp_path / name, (later, later))
+    done = subprocess.run(["make", "-n", "run"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for step in planned_steps:
+        assert step in done.stdout, (step, done.stdout)
+    if "pip install" not in planned_steps:
+        assert "pip install" not in done.stdout and "venv" not in done.stdout.replace(".venv/bin/kvlab", "")
