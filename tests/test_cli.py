@@ -3,6 +3,7 @@ and a command-line layer that is the only place (with the lab's three scripts) t
 
 import ast
 import importlib
+import io
 import json
 import subprocess
 import sys
@@ -75,3 +76,25 @@ def test_only_the_command_line_layer_and_the_lab_scripts_know_argparse_and_sys_p
             if isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
                 offenders.append(f"{relative}: touches sys.path")
     assert offenders == []
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("stream", [Terminal, io.StringIO], ids=["terminal", "pipe"])
+def test_a_due_compile_is_announced_on_a_terminal_only(monkeypatch, stream):
+    """Numba's first compile takes seconds: a person at a terminal is told; a log or a pipe gets nothing."""
+    monkeypatch.setattr("kvlab.curves.mrc.compiled", lambda: False)
+    monkeypatch.setattr(sys, "stderr", stream())
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    from kvlab.cli.mrc import main
+
+    assert main(["--workload", "lab", "--docs", "2", "--tokens", "10"], "kvlab mrc") == 0
+    said = sys.stderr.getvalue()
+    assert said == (
+        "kvlab: compiling the exact-curve kernels (numba; once per checkout, about 10 s) ...\n"
+        if stream is Terminal
+        else ""
+    )

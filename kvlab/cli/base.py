@@ -5,6 +5,7 @@ Exit codes: 0 done; 2 a usage error (a flag, a setting, an output that is also a
 """
 
 import argparse
+import errno
 import os
 import re
 import sys
@@ -128,8 +129,12 @@ def same_file(first, second):
 
 
 def check_paths(parser, args):
-    """Refuse an output that is also an input, or two outputs in one file: either would clobber a file."""
+    """Refuse an output that is also an input, or two outputs in one file: either would clobber a file; and an
+    output in a folder that does not exist, before any work."""
     inputs, outputs = parser.files(args, parser.inputs), parser.files(args, parser.outputs)
+    for output in outputs:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), output)
     for index, output in enumerate(outputs):
         for path in inputs:
             if same_file(output, path):

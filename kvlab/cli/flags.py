@@ -23,7 +23,10 @@ __all__ = [
 
 
 def compile_notice():
-    """Said on stderr before numba compiles the curve kernels, so that a first run's pause has a reason."""
+    """Said on a terminal before numba compiles the curve kernels, so that a first run's pause has a reason
+    (never in a log or a pipe, where stderr is for errors)."""
+    if not sys.stderr.isatty():
+        return
     sys.stderr.write("kvlab: compiling the exact-curve kernels (numba; once per checkout, about 10 s) ...\n")
     sys.stderr.flush()
 
