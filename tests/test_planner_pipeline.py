@@ -779,12 +779,18 @@ def test_nothing_to_do_after_the_build(planner_run, tmp_path):
     assert "Nothing to be done" in output and job_counts(output) == {}
 
 
+def rooms_of(config, workload):
+    """A replay workload's own rooms (which replace the mrc section's grid for its curves)."""
+    return config["replay"]["workloads"][workload].get("rooms", {})
+
+
 def test_appending_a_block_size_runs_only_its_curves(planner_run, tmp_path):
     config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["block_tokens"].append(16))
     gpus = config["mrc"]["gpu_tokens"]
     workloads = [name for name in config["mrc"]["workloads"] if 16 in grid_of(config, name)[0]]
-    assert grid_of(config, "conversation")[0] == [512]  # its own block sizes: no new curve
-    assert len(workloads) == len(config["mrc"]["workloads"]) - 1 and grid_of(config, workloads[0])[1] == gpus
+    own = [name for name in config["mrc"]["workloads"] if "block_tokens" in rooms_of(config, name)]
+    assert not [name for name in own if 16 in grid_of(config, name)[0]]  # their own block sizes: no new curve
+    assert sorted(workloads + own) == sorted(config["mrc"]["workloads"]) and grid_of(config, workloads[0])[1] == gpus
     assert job_counts(output) == {
         "mrc_gpu": len(workloads),
         "mrc_cpu": len(workloads) * len(gpus),
@@ -806,8 +812,9 @@ def test_appending_a_gpu_room_runs_only_the_cpu_curves_at_it(planner_run, tmp_pa
     config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["gpu_tokens"].append(30000))
     blocks = config["mrc"]["block_tokens"]
     workloads = [name for name in config["mrc"]["workloads"] if 30000 in grid_of(config, name)[1]]
-    assert 30000 not in grid_of(config, "conversation")[1]  # its own GPU rooms: no new curve
-    assert len(workloads) == len(config["mrc"]["workloads"]) - 1 and grid_of(config, workloads[0])[0] == blocks
+    own = [name for name in config["mrc"]["workloads"] if "gpu_tokens" in rooms_of(config, name)]
+    assert not [name for name in own if 30000 in grid_of(config, name)[1]]  # their own GPU rooms: no new curve
+    assert sorted(workloads + own) == sorted(config["mrc"]["workloads"]) and grid_of(config, workloads[0])[0] == blocks
     assert job_counts(output) == {
         "mrc_cpu": len(workloads) * len(blocks),
         "all": 1,
