@@ -333,7 +333,7 @@ def test_no_absolute_paths_or_timestamps_in_results():
 
 
 def test_the_repository_needs_nothing_outside_it():
-    """No tracked file reads ../shared (a user's clone has none beside it)."""
+    """No tracked file reads the shared folder beside the repository (a user's clone has none)."""
     pattern = re.compile(r"\.\./shared|parent / \"shared\"|\"shared\" /")
     offenders = [
         name
