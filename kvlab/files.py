@@ -24,11 +24,10 @@ __all__ = [
     "finite",
     "lines",
     "open_input",
+    "parse_json",
     "read_bytes",
     "read_json",
     "shown",
-    "write_atomically",
-    "write_json",
     "write_together",
 ]
 
@@ -214,13 +213,3 @@ def _discard(written):
             os.unlink(temporary)
         except OSError:
             pass
-
-
-def write_atomically(path, text):
-    """Write ``text`` (or bytes) to ``path`` through a temporary file, so ``path`` is never partial."""
-    write_together({path: text})
-
-
-def write_json(path, document):
-    """Write ``document`` to ``path`` atomically in the artifact layout."""
-    write_atomically(path, dump_json(document))

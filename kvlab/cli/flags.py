@@ -1,14 +1,14 @@
-"""Flag groups that several commands share, each declared once: the workload's source and its settings, the
-cache's rules and policies, and a plan's setting (model, chunks, rooms)."""
+"""Flag groups that several commands share, each declared once: the workload's source and its settings, and
+the cache's rules and policies (a plan's setting is kvlab/cli/plan.py's)."""
 
 import sys
 
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES, make_cache
-from kvlab.cli.base import UsageError, listing
+from kvlab.cli.base import UsageError
 from kvlab.cli.types import number_in
-from kvlab.workloads import WORKLOADS, WorkloadError, whole_number
+from kvlab.workloads import WORKLOADS, WorkloadError
 
 __all__ = [
     "add_block_rule_arguments",
@@ -18,7 +18,6 @@ __all__ = [
     "build_cache",
     "hit_ratio",
     "make_workload",
-    "rooms",
 ]
 
 
@@ -121,8 +120,3 @@ def build_cache(args, block):
         return make_cache(settings.pop("write_policy"), args.gpu_tokens, args.cpu_tokens, block, **settings)
     except ValueError as error:
         raise UsageError(str(error)) from None
-
-
-def rooms(what, minimum=0):
-    """A comma-separated grid of distinct rooms in tokens."""
-    return listing(whole_number(minimum), what)

@@ -4,8 +4,8 @@
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, make_cache
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run, summary
-from kvlab.cli.flags import add_block_rule_arguments, add_lmcache_switches, add_workload_arguments, make_workload, rooms
-from kvlab.cli.types import tokens
+from kvlab.cli.flags import add_block_rule_arguments, add_lmcache_switches, add_workload_arguments, make_workload
+from kvlab.cli.types import rooms, tokens
 from kvlab.files import dump_json
 from kvlab.workloads import pass_list, whole_number
 

@@ -4,7 +4,7 @@ each CPU budget of a plan."""
 
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run, summary
 from kvlab.cli.plan import add_plan_arguments, plan_setting
-from kvlab.cli.types import named_order, named_rooms, tokens
+from kvlab.cli.types import named_order, named_rooms, rooms, tokens
 from kvlab.files import csv_text, dump_json
 from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.sizing.model_size import decimal_gib
@@ -36,7 +36,7 @@ def build_parser(prog):
     sweep.add_argument("--cpu", type=tokens, default=0, help="CPU room in tokens when fixed (default 0)")
     sweep.add_argument("--write-policy", choices=TWO_TIER_CACHES, default="write-through")
     sweep.add_argument("--vary", required=True, choices=("gpu", "cpu"))
-    sweep.add_argument("--grid", required=True, type=listing(whole_number(0), "rooms in tokens"))
+    sweep.add_argument("--grid", required=True, type=rooms("rooms in tokens"))
     sweep.add_output("--out", required=True, help="the CSV file to write")
 
     budgets = commands.add_parser("budgets", help="predicted TTFT per round at each CPU budget of a plan (CSV)")

@@ -4,11 +4,11 @@ of the cache."""
 
 import math
 
-from kvlab.cli.base import argument
+from kvlab.cli.base import argument, listing
 from kvlab.files import shown
 from kvlab.workloads import whole_number
 
-__all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "tokens"]
+__all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "rooms", "tokens"]
 
 
 def number_in(low, high, what):
@@ -31,13 +31,18 @@ tokens = argument(whole_number(0))  # a room in tokens
 block_tokens = argument(whole_number(1))
 
 
+def rooms(what, minimum=0):
+    """A comma-separated grid of distinct rooms (or block sizes) in tokens."""
+    return listing(whole_number(minimum), what)
+
+
 def named_rooms(text):
     """``NAME:GPU,CPU`` (rooms in tokens)."""
     name, _, pair = text.partition(":")
     gpu, _, cpu = pair.partition(",")
     if not name or not gpu.isdigit() or not cpu.isdigit():
         raise ValueError(f"expected NAME:GPU,CPU with rooms in tokens, got {shown(text)}")
-    return name, (tokens(gpu), tokens(cpu))
+    return name, (whole_number(0)(gpu), whole_number(0)(cpu))
 
 
 def named_order(text):
