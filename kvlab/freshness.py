@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kvlab.kernels import copy_cache
+
 __all__ = ["SCRATCH", "compare", "differences", "project_files", "regenerate"]
 
 SCRATCH = Path("work", "check")
@@ -44,6 +46,7 @@ def regenerate(folder=".", scratch=SCRATCH, snakemake=None):
         target = scratch / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(folder / name, target)  # keeps file times, so the compiled-code cache stays valid
+    copy_cache(folder / "kvlab", scratch / "kvlab")  # and the compiled kernels come along
     snakemake = snakemake or [sys.executable, "-m", "snakemake"]
     done = subprocess.run([*snakemake, "--quiet", "all"], cwd=scratch, capture_output=True, text=True)
     if done.returncode:

@@ -15,7 +15,7 @@ from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import CACHE_SETTINGS as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, make_cache
 from kvlab.sizing.model_size import ModelConfigError, read_model_config
-from kvlab.workloads import MOONCAKE_BLOCK_TOKENS
+from kvlab.traces import FORMATS
 
 SETTINGS = ("gpu", "cpu", "docs", "tokens", "write_policy")
 EQUAL_SIZED = tuple(name for name, policy in EVICTION_POLICIES.items() if policy.equal_sizes)  # need drop
@@ -170,12 +170,13 @@ def check_replay_workload(config, key, workload):
 
 
 def check_trace_blocks(key, spec, blocks):
-    """A Mooncake trace's blocks (at config key ``key``) are whole numbers of the trace's own."""
-    if spec["source"] == "mooncake":
-        bad = [block for block in blocks if block % MOONCAKE_BLOCK_TOKENS]
+    """A trace's blocks (at config key ``key``) are whole numbers of the trace's own."""
+    if spec["source"] in FORMATS:
+        trace = FORMATS[spec["source"]]
+        bad = [block for block in blocks if block % trace.block_tokens]
         if bad:
             raise ConfigError(
-                f"config: {key}: a Mooncake trace's blocks must be multiples of {MOONCAKE_BLOCK_TOKENS}, got {bad[0]}"
+                f"config: {key}: a {trace.title} trace's blocks must be multiples of {trace.block_tokens}, got {bad[0]}"
             )
 
 

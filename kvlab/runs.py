@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kvlab.kernels import compiled
+
 __all__ = ["LOCK", "RunError", "run_pipeline"]
 
 LOCK = Path(".snakemake", "kvlab-run.lock")
@@ -52,12 +54,21 @@ def clean_dead_run(folder, snakemake):
         subprocess.run([*snakemake, "--unlock"], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def warm_kernels(folder):
+    """Compile the folder's kernels once before the jobs start, rather than in every job that starts at once."""
+    if compiled(Path(folder, "kvlab")):
+        return
+    print("kvlab: compiling the kernels once (numba, about 8 s of CPU; cached beside the code) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "kvlab.kernels"], cwd=folder)  # a failure shows in the jobs
+
+
 def run_pipeline(arguments=(), folder=".", snakemake=None):
     """Run Snakemake in ``folder`` with ``arguments`` as the only run there; return its exit code."""
     snakemake = snakemake or [sys.executable, "-m", "snakemake"]
     lock = hold_lock(folder)
     try:
         clean_dead_run(folder, snakemake)
+        warm_kernels(folder)
         return subprocess.run([*snakemake, *arguments], cwd=folder).returncode
     finally:
         lock.close()

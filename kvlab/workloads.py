@@ -6,8 +6,11 @@ a block only if they share everything before it. Every block is ``block_tokens``
 perhaps the last. Requests belong to rounds (the lab's passes, long_doc_qa's warm-up and query
 rounds); the replay reports each round apart.
 
-A new source is one :class:`Workload` subclass (its options, its rounds, its ``requests``) and one
-line in :data:`WORKLOADS`.
+Each source gives its requests two ways: ``requests()`` as Python objects, for the reference engines, and
+``batches()`` as typed arrays with dense keys (``kvlab/stream.py``), for the compiled ones; both give the same
+requests. numpy, numba and the trace parser are imported only by the way a command uses (a small replay's
+start-up is most of its cost). A new source is one :class:`Workload` subclass (its options, its rounds, both
+hooks) and one line in :data:`WORKLOADS`; a new trace format is one :class:`kvlab.traces.TraceFormat`.
 """
 
 import math
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvlab.files import lines, parse_json, shown
+from kvlab.files import shown
+from kvlab.traces import FORMATS, TraceError
 
 __all__ = [
     "MAX_ACCESSES",
@@ -29,8 +33,6 @@ __all__ = [
     "repeat_documents",
 ]
 
-MOONCAKE_BLOCK_TOKENS = 512
-MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 REPEAT_MODES = ("tile", "interleave", "random")
 ORDERS = ("fwd", "rev")
 MAX_WHOLE = 2**53  # any count of tokens, blocks or documents: exact as a float and in int64 sums
@@ -114,6 +116,7 @@ class Workload:
     label_name = "label"
     default_block_tokens = 256
     rounds: list[str] = []
+    read_fraction = None  # of the input read so far by ``batches`` (None: unknown)
 
     def __init__(self, block_tokens=None, **settings):
         try:
@@ -145,8 +148,25 @@ class Workload:
         """Yield the requests in order (a generator: a trace is streamed, not loaded)."""
         raise NotImplementedError
 
+    def batches(self):
+        """Yield the requests in order as :class:`kvlab.stream.Columns` of bounded size, keys dense from 0
+        (here made from ``requests()``; a source overrides it with a faster way)."""
+        from kvlab.stream import columns_of
+
+        return columns_of(self.requests())
+
     def __len__(self):
         """Number of requests, for the progress bar (0 when unknown before reading)."""
+        return 0
+
+    def accesses(self):
+        """The workload's block accesses, where known before reading (None: a trace)."""
+        return None
+
+    def token_bound(self):
+        """An upper bound on the input tokens of the whole workload, where one is known before reading (a
+        trace's input tokens are at most its block accesses x its block: no trace that fits on a disk nears
+        2**62)."""
         return 0
 
 
@@ -164,6 +184,12 @@ class DocumentWorkload(Workload):
                 " (replay a trace for more)"
             )
 
+    def blocks_per_document(self):
+        raise NotImplementedError
+
+    def accesses(self):
+        return len(self) * self.blocks_per_document()
+
     def document_chains(self, documents, tokens):
         """Each document's block keys; every request of a document shares its one list (read-only)."""
         blocks = math.ceil(tokens / self.block_tokens)
@@ -174,6 +200,31 @@ class DocumentWorkload(Workload):
         for round_index, order in enumerate(order_per_round):
             for doc in order:
                 yield Request(round_index, doc, chains[doc], tokens)
+
+    def document_batches(self, order_per_round, tokens, batch_keys=1 << 20):
+        """The same requests as typed arrays: document ``d``'s blocks are keys ``d * blocks ...``."""
+        import numpy as np
+
+        from kvlab.stream import Columns
+
+        blocks = math.ceil(tokens / self.block_tokens)
+        per_batch = max(1, batch_keys // max(blocks, 1))
+        offsets = np.arange(blocks, dtype=np.int64)
+        done, total = 0, sum(map(len, order_per_round))
+        for round_index, order in enumerate(order_per_round):
+            order = np.asarray(order, dtype=np.int64)
+            for start in range(0, len(order), per_batch):
+                docs = order[start : start + per_batch]
+                count = len(docs)
+                done += count
+                self.read_fraction = done / total
+                yield Columns(
+                    np.full(count, round_index, dtype=np.int64),
+                    docs,
+                    np.full(count, tokens, dtype=np.int64),
+                    np.full(count, blocks, dtype=np.int64),
+                    (docs[:, None] * blocks + offsets).ravel(),
+                )
 
 
 class LabWorkload(DocumentWorkload):
@@ -200,6 +251,15 @@ class LabWorkload(DocumentWorkload):
 
     def requests(self):
         return self.document_requests(self.orders(), self.docs, self.tokens)
+
+    def batches(self):
+        return self.document_batches(self.orders(), self.tokens)
+
+    def token_bound(self):
+        return len(self) * self.tokens
+
+    def blocks_per_document(self):
+        return math.ceil(self.tokens / self.block_tokens)
 
     def __len__(self):
         return self.docs * len(self.passes)
@@ -255,90 +315,88 @@ class LongDocQAWorkload(DocumentWorkload):
     def requests(self):
         return self.document_requests(self.orders(), self.num_documents, self.document_length)
 
+    def batches(self):
+        return self.document_batches(self.orders(), self.document_length)
+
+    def token_bound(self):
+        return len(self) * self.document_length
+
+    def blocks_per_document(self):
+        return math.ceil(self.document_length / self.block_tokens)
+
     def __len__(self):
         return self.num_documents * (1 + self.repeat_count)
 
 
-class MooncakeWorkload(Workload):
-    """A Mooncake FAST'25 trace (JSONL: timestamp, input_length, output_length, hash_ids of 512-token blocks).
+class TraceWorkload(Workload):
+    """A trace of requests at block granularity (``kvlab/traces.py``): streamed, a bad line stops the replay
+    with ``file:line: what is wrong``. The hash ids are chained, so blocks of ``k`` trace blocks are keyed by
+    the last id of each group of ``k``."""
 
-    The file is streamed; a bad line stops the replay with ``file:line: what is wrong``. The hash IDs
-    are chained, so blocks of ``k`` x 512 tokens are keyed by the last ID of each group of ``k``.
-    """
-
-    name = "mooncake"
     rounds = ["trace"]
     label_name = "timestamp"
-    default_block_tokens = MOONCAKE_BLOCK_TOKENS
     options = (Option("trace", str, None, "the trace file (JSONL, .jsonl.gz, or - for standard input)"),)
+    format = None  # a kvlab.traces.TraceFormat
 
     def __init__(self, block_tokens=None, **settings):
         super().__init__(block_tokens, **settings)
-        if self.block_tokens % MOONCAKE_BLOCK_TOKENS:
+        unit = self.format.block_tokens
+        if self.block_tokens % unit:
             raise WorkloadError(
-                f"--block-tokens must be a multiple of the trace's {MOONCAKE_BLOCK_TOKENS}-token blocks,"
-                f" got {self.block_tokens}"
+                f"--block-tokens must be a multiple of the trace's {unit}-token blocks, got {self.block_tokens}"
             )
-        self.group = self.block_tokens // MOONCAKE_BLOCK_TOKENS
+        self.group = self.block_tokens // unit
+
+    @property
+    def default_block_tokens(self):
+        return self.format.block_tokens
 
     def describe(self):
         return {"source": self.name, "trace": Path(self.trace).name}  # no absolute path in an artifact
 
+    def batches(self):
+        from kvlab.dense import Interner
+
+        interner = Interner()
+        for columns in self._columns():
+            yield columns._replace(keys=interner.dense(columns.keys))
+
     def requests(self):
-        group = self.group
+        from kvlab.stream import requests_of
+
+        for columns in self._columns():
+            for request in requests_of(columns):
+                yield Request(*request)
+
+    def _columns(self):
+        """The trace's batches with the hash ids of this workload's blocks as keys."""
+        import numpy as np
+
+        from kvlab.stream import Columns, group_blocks
+        from kvlab.traces import read
+
         try:
-            for number, raw in lines(self.trace):
-                if raw.isspace():
-                    continue
-                timestamp, tokens, ids = parse_mooncake_line(raw, f"{self.trace}:{number}")
-                if group > 1:
-                    keys = ids[group - 1 :: group]
-                    if len(ids) % group:
-                        keys.append(ids[-1])
-                    ids = keys
-                yield Request(0, timestamp, ids, tokens)
-        except ValueError as error:  # InputError: unreadable, a line too long
+            for batch in read(self.trace, self.format):
+                ids, counts = group_blocks(batch.ids, batch.counts, self.group)
+                self.read_fraction = batch.fraction
+                yield Columns(np.zeros(len(counts), dtype=np.int64), batch.labels, batch.tokens, counts, ids)
+        except TraceError as error:
             raise WorkloadError(str(error)) from None
 
 
-def parse_mooncake_line(raw, where):
-    """``(timestamp, input_length, hash_ids)`` of one trace line; WorkloadError naming ``where`` if malformed."""
-    try:
-        record = parse_json(raw, where)
-    except ValueError as error:
-        raise WorkloadError(str(error)) from None
-    if type(record) is not dict:
-        raise WorkloadError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    missing = [field for field in MOONCAKE_FIELDS if field not in record]
-    if missing:
-        raise WorkloadError(f"{where}: missing field(s): {', '.join(missing)}")
-    timestamp = record["timestamp"]
-    if type(timestamp) not in (int, float) or not finite_non_negative(timestamp):
-        raise WorkloadError(f"{where}: timestamp must be a finite number >= 0, got {shown(timestamp)}")
-    for field in ("input_length", "output_length"):
-        if type(record[field]) is not int or not 0 <= record[field] <= MAX_WHOLE:
-            raise WorkloadError(
-                f"{where}: {field} must be a whole number from 0 to {MAX_WHOLE}, got {shown(record[field])}"
-            )
-    ids = record["hash_ids"]
-    if type(ids) is not list or not all(type(block) is int for block in ids):
-        raise WorkloadError(f"{where}: hash_ids must be a list of whole numbers")
-    tokens = record["input_length"]
-    blocks = -(-tokens // MOONCAKE_BLOCK_TOKENS)
-    if len(ids) != blocks:
-        raise WorkloadError(
-            f"{where}: {len(ids)} hash_ids, but input_length {tokens} makes {blocks}"
-            f" blocks of {MOONCAKE_BLOCK_TOKENS} tokens"
-        )
-    return timestamp, tokens, ids
+class MooncakeWorkload(TraceWorkload):
+    """A Mooncake FAST'25 trace (timestamp in ms, input_length, output_length, hash_ids of 512-token blocks)."""
+
+    name = "mooncake"
+    format = FORMATS["mooncake"]
 
 
-def finite_non_negative(number):
-    """0 <= number < inf; False for NaN and for integers beyond the float range."""
-    try:
-        return math.isfinite(number) and number >= 0
-    except OverflowError:
-        return False
+class BailianWorkload(TraceWorkload):
+    """A Qwen-Bailian trace (Alibaba, USENIX ATC'25): chat_id, parent_chat_id, timestamp in seconds,
+    input_length, output_length, type, turn, hash_ids of 16-token blocks."""
+
+    name = "bailian"
+    format = FORMATS["bailian"]
 
 
-WORKLOADS = {source.name: source for source in (LabWorkload, LongDocQAWorkload, MooncakeWorkload)}
+WORKLOADS = {source.name: source for source in (LabWorkload, LongDocQAWorkload, MooncakeWorkload, BailianWorkload)}

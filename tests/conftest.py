@@ -14,13 +14,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import strategies as st
 
-from kvlab import freshness
+from kvlab import freshness, kernels
+from kvlab.workloads import Request, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 KVLAB = ROOT / "kvlab"
 SCHEMA = ROOT / "schemas" / "config.schema.yaml"
 BIN = Path(sys.executable).parent  # this environment's console scripts (snakemake, snakefmt, ruff)
+
+
+def pytest_configure(config):
+    """Compile the kernels once, before the workers start (pytest-xdist's controller, or a plain run), so that
+    no worker or scratch copy compiles them again."""
+    if not hasattr(config, "workerinput") and not kernels.compiled():
+        kernels.warm()
 
 
 def load_config():
@@ -73,6 +82,8 @@ def scratch_copy(folder, results=False, link_code=True):
         shutil.copy2(ROOT / name, folder / name)
     if link_code:
         (folder / "kvlab").symlink_to(KVLAB, target_is_directory=True)
+    else:
+        kernels.copy_cache(KVLAB, folder / "kvlab")  # an edited module's kernels alone compile again
     return folder
 
 
@@ -184,3 +195,41 @@ def kill_and_rerun(folder):
 @pytest.fixture(scope="session")
 def regenerated(killed_and_rerun):
     return killed_and_rerun[0]
+
+
+class ToyWorkload(Workload):
+    """A workload of given requests (its batches made from them by the base class)."""
+
+    def __init__(self, block_tokens, rounds, requests):
+        self.block_tokens = block_tokens
+        self.rounds = rounds
+        self._requests = requests
+
+    def requests(self):
+        return iter(self._requests)
+
+    def __repr__(self):
+        return f"ToyWorkload({self.block_tokens}, {self.rounds}, {self._requests})"
+
+
+@st.composite
+def toy_workloads(draw):
+    """Requests over a small tree of prefixes: block j's key is the prefix of contents up to j, so two requests
+    share block j only if they share blocks 0..j; a partial last block's key also holds its length. Requests
+    read a prefix of one of a few documents, sometimes with a branch (one block changed) in it."""
+    block = draw(st.integers(1, 6))
+    rounds = [f"r{index}" for index in range(draw(st.integers(1, 3)))]
+    documents = draw(st.lists(st.lists(st.integers(0, 3), min_size=6, max_size=6), min_size=1, max_size=3))
+    requests = []
+    for number in range(draw(st.integers(4, 16))):
+        count = draw(st.integers(0, 6))
+        contents = list(draw(st.sampled_from(documents))[:count])
+        if count and draw(st.booleans()):
+            contents[draw(st.integers(0, count - 1))] = draw(st.integers(0, 3))
+        last = draw(st.integers(1, block)) if count else 0
+        tokens = (count - 1) * block + last if count else 0
+        keys = [("full", tuple(contents[: j + 1])) for j in range(count)]
+        if count and last < block:
+            keys[-1] = ("partial", tuple(contents), last)
+        requests.append(Request(draw(st.integers(0, len(rounds) - 1)), number, keys, tokens))
+    return ToyWorkload(block, rounds, requests)

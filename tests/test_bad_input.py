@@ -332,7 +332,7 @@ for id, text, message in [
         jl(trace_line()).replace('"timestamp": 0', f'"timestamp": {DIGITS}'),
         "t.jsonl:1: malformed JSON",
     ),
-    ("negative-timestamp", jl(trace_line(-1)), "t.jsonl:1: timestamp must be a finite number >= 0"),
+    ("negative-timestamp", jl(trace_line(-1)), "t.jsonl:1: timestamp must be a number from 0 to"),
     ("missing-hash-ids", GOOD_TRACE + jl(without(trace_line(), "hash_ids")), "t.jsonl:4: missing field(s): hash_ids"),
     ("input-length-string", jl(trace_line(input_length="1000")), "t.jsonl:1: input_length must be a whole number"),
     ("input-length-2**60", jl(trace_line(input_length=2**60)), "t.jsonl:1: input_length must be a whole number"),
@@ -342,8 +342,52 @@ for id, text, message in [
     ("array-line", jl(trace_line(), "[]"), "t.jsonl:2: expected a JSON object"),
     ("object-empty", jl("{}"), "t.jsonl:1: missing field(s)"),
     ("number-line", jl("42"), "t.jsonl:1: expected a JSON object"),
+    (
+        "field-twice",
+        jl(trace_line())[:-2] + ', "input_length": 5}\n',
+        "t.jsonl:1: malformed JSON (field 'input_length'",
+    ),
+    ("hash-id-2**63", jl(trace_line(hash_ids=(1, 2**63))), "t.jsonl:1: hash_ids must be 64-bit"),
+    ("hash-ids-nested", jl(trace_line(hash_ids=([1], [2]))), "t.jsonl:1: hash_ids must be a list of whole numbers"),
 ]:
     add("replay", f"trace-{id}", [*MOON, "--per-request", "r.csv"], 1, message, {"t.jsonl": text, "r.csv": OLD})
+add_many(
+    "replay",
+    MOON,
+    [
+        (
+            "max-memory-tiny",
+            ["--max-memory", "100", "--per-request", "r.csv"],
+            1,
+            "~more than --max-memory 100 bytes",
+            {"r.csv": OLD},
+        ),
+        ("max-memory-zero", ["--max-memory", "0"], 2, "argument --max-memory: expected an amount of memory of at"),
+        ("max-memory-words", ["--max-memory", "lots"], 2, "argument --max-memory: expected an amount of memory such"),
+        ("max-memory-negative", ["--max-memory=-5G"], 2, "argument --max-memory: expected an amount of memory"),
+    ],
+    TRACE_FILES,
+)
+BAILIAN_LINE = {"chat_id": 1, "parent_chat_id": -1, "timestamp": 1.5, "input_length": 20, "output_length": 2}
+BAILIAN_LINE |= {"type": "text", "turn": 1, "hash_ids": [7, 8]}
+for id, change, message in [
+    ("parent-below-minus-one", {"parent_chat_id": -2}, "q.jsonl:1: parent_chat_id must be a whole number from -1"),
+    ("type-number", {"type": 3}, "q.jsonl:1: type must be a string, got 3"),
+    ("turn-float", {"turn": 1.0}, "q.jsonl:1: turn must be a whole number"),
+    ("chat-id-missing", {"chat_id": None}, "q.jsonl:1: missing field(s): chat_id"),
+    ("blocks-of-16", {"hash_ids": [7]}, "q.jsonl:1: 1 hash_ids, but input_length 20 makes 2 blocks of 16 tokens"),
+]:
+    record = {key: value for key, value in (BAILIAN_LINE | change).items() if value is not None}
+    args = ["--workload", "bailian", "--trace", "q.jsonl", "--gpu-tokens", "32"]
+    add("replay", f"bailian-{id}", args, 1, message, {"q.jsonl": jl(record)})
+add(
+    "replay",
+    "bailian-block-24",
+    ["--workload", "bailian", "--trace", "q.jsonl", "--gpu-tokens", "1", "--block-tokens", "24"],
+    2,
+    "--block-tokens must be a multiple of the trace's 16-token blocks, got 24",
+    {"q.jsonl": jl(BAILIAN_LINE)},
+)
 
 # --- kvlab mrc -----------------------------------------------------------------------------------------------
 MRC = ["--workload", "lab", "--docs", "2", "--tokens", "10", "--block-tokens", "5"]

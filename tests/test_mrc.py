@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, kvlab, load_config, run_python
+from conftest import ROOT, kvlab, load_config, run_python, toy_workloads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ from kvlab.cache.write_policies import WriteThrough
 from kvlab.curves.mrc import Curve, cliffs, curve_csv, lru_curve, tier_curve
 from kvlab.kvsim import LRUCache
 from kvlab.replay import replay
-from kvlab.workloads import LabWorkload, MooncakeWorkload, Request
+from kvlab.workloads import LabWorkload, MooncakeWorkload
 
 TRACES = ROOT / "data" / "traces" / "mooncake"
 TRACE_NAMES = ["conversation_trace.jsonl", "synthetic_trace.jsonl"]
@@ -198,44 +198,6 @@ def test_smallest_for_ratio_against_brute_force(stream, percent):
 # --------------------------------------------------------------------------------------------
 # tier_curve on small random workloads
 # --------------------------------------------------------------------------------------------
-
-
-class ToyWorkload:
-    """What tier_curve and replay need of a workload: block_tokens, rounds, requests()."""
-
-    def __init__(self, block_tokens, rounds, requests):
-        self.block_tokens = block_tokens
-        self.rounds = rounds
-        self._requests = requests
-
-    def requests(self):
-        return iter(self._requests)
-
-    def __repr__(self):
-        return f"ToyWorkload({self.block_tokens}, {self.rounds}, {self._requests})"
-
-
-@st.composite
-def toy_workloads(draw):
-    """Requests over a small tree of prefixes: block j's key is the prefix of contents up to j, so two requests
-    share block j only if they share blocks 0..j; a partial last block's key also holds its length. Requests
-    read a prefix of one of a few documents, sometimes with a branch (one block changed) in it."""
-    block = draw(st.integers(1, 6))
-    rounds = [f"r{index}" for index in range(draw(st.integers(1, 3)))]
-    documents = draw(st.lists(st.lists(st.integers(0, 3), min_size=6, max_size=6), min_size=1, max_size=3))
-    requests = []
-    for number in range(draw(st.integers(4, 16))):
-        count = draw(st.integers(0, 6))
-        contents = list(draw(st.sampled_from(documents))[:count])
-        if count and draw(st.booleans()):
-            contents[draw(st.integers(0, count - 1))] = draw(st.integers(0, 3))
-        last = draw(st.integers(1, block)) if count else 0
-        tokens = (count - 1) * block + last if count else 0
-        keys = [("full", tuple(contents[: j + 1])) for j in range(count)]
-        if count and last < block:
-            keys[-1] = ("partial", tuple(contents), last)
-        requests.append(Request(draw(st.integers(0, len(rounds) - 1)), number, keys, tokens))
-    return ToyWorkload(block, rounds, requests)
 
 
 def block_total(workload):

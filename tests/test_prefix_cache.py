@@ -14,7 +14,7 @@ from kvlab.cache.eviction import LRU
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WriteThrough
 from kvlab.kvsim import LRUCache
-from kvlab.replay import replay
+from kvlab.replay import replay, rows_of
 from kvlab.report.sweep import VALUES
 from kvlab.workloads import WORKLOADS
 
@@ -130,13 +130,19 @@ def test_block_lru_batched_calls_equal_lru_cache_access_one_by_one(capacity, cal
         assert batched.used == single.used
 
 
+def replayed(workload, cache):
+    """``(round, label, gpu_tokens, cpu_tokens)`` of each request of a replay."""
+    parts = []
+    replay(workload, cache, parts)
+    return [(row[0], row[1], row[4], row[5]) for row in rows_of(parts)]
+
+
 def lab_passes_from_replay(docs, tokens, passes, gpu, cpu, block, partial):
     """scenario.run's output rebuilt from a block-level replay of the lab workload."""
     workload = WORKLOADS["lab"](block, docs=docs, tokens=tokens, passes=",".join(passes))
-    rows = []
-    replay(workload, WriteThrough(gpu, cpu, block, partial), rows)
+    rows = replayed(workload, WriteThrough(gpu, cpu, block, partial))
     result = [{"order": order, "gpu_hits": 0, "cpu_hits": 0, "misses": 0, "hit_docs": []} for order in passes]
-    for round_index, doc, _blocks, _tokens, gpu_tokens, cpu_tokens in rows:
+    for round_index, doc, gpu_tokens, cpu_tokens in rows:
         counts = result[round_index]
         tier = "gpu_hits" if gpu_tokens else "cpu_hits" if cpu_tokens else "misses"
         counts[tier] += 1
@@ -234,9 +240,8 @@ def test_tail_first_turns_the_cyclic_cliff_into_a_ramp_one_document_wide(docs, b
 def lab_256(order):
     """The lab at LMCache's 256-token chunks, GPU 21,520 tokens only: the last pass's GPU blocks per document."""
     workload = WORKLOADS["lab"](256, docs=10, tokens=5011, passes="fwd,fwd,rev")
-    rows = []
-    replay(workload, WriteThrough(21520, 0, 256, "drop", order), rows)
-    return {doc: gpu_tokens // 256 for round_index, doc, _, _, gpu_tokens, _ in rows if round_index == 2}
+    rows = replayed(workload, WriteThrough(21520, 0, 256, "drop", order))
+    return {doc: gpu_tokens // 256 for round_index, doc, gpu_tokens, _ in rows if round_index == 2}
 
 
 def test_tail_first_reuses_the_head_of_a_partly_evicted_document_and_head_first_does_not():

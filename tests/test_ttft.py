@@ -28,7 +28,7 @@ from kvlab.cli import replay as replay_cli
 from kvlab.cli import ttft as ttft_cli
 from kvlab.cli.flags import make_workload
 from kvlab.measure import example as example_measurement
-from kvlab.replay import replay
+from kvlab.replay import replay, rows_of
 
 RESULTS = ROOT / "results"
 COMMITTED = RESULTS / "ttft"
@@ -725,9 +725,10 @@ def test_budgets_price_each_requests_mix(
     workload = make_workload(lab_args(docs, tokens, orders), chunk)
     for index, gb in enumerate(grid):
         cpu_tokens = cpu_tokens_of(gb)
-        requests = []
+        parts = []
         cache = make_cache(policy, gpu, cpu_tokens, chunk, partial_blocks=partial, eviction_order=eviction_order)
-        replay(workload, cache, requests)
+        replay(workload, cache, parts)
+        requests = list(rows_of(parts))
         mine = rows[index * len(rounds) : (index + 1) * len(rounds)]
         for row, name in zip(mine, rounds, strict=True):
             picked = [r for r in requests if name == "all" or rounds[r[0] + 1] == name]

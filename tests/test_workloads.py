@@ -16,6 +16,7 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvlab.traces import MOONCAKE, TraceError, read
 from kvlab.workloads import WORKLOADS, Workload, WorkloadError, repeat_documents
 
 Lab = WORKLOADS["lab"]
@@ -313,13 +314,13 @@ def test_mooncake_defaults_and_describe(tmp_path):
 
 
 def test_mooncake_streams(tmp_path):
-    """The reader yields a request before it has read the rest of the file (a bad later line is not seen yet)."""
+    """The reader yields a batch before it has read the rest of the file (a bad later line is not seen yet)."""
     path = write_trace(tmp_path / "t.jsonl", [trace_line(1), trace_line(2), "{oops"])
-    requests = Mooncake(trace=str(path)).requests()
-    assert next(requests).label == 1
-    assert next(requests).label == 2
-    with pytest.raises(WorkloadError):
-        next(requests)
+    batches = read(str(path), MOONCAKE, size=len(trace_line(1)) + 1)
+    assert next(batches).labels.tolist() == [1]
+    assert next(batches).labels.tolist() == [2]
+    with pytest.raises(TraceError, match=":3: malformed JSON"):
+        next(batches)
 
 
 @pytest.mark.parametrize("block", [256, 513, 768, 1000, 1280])
@@ -427,7 +428,7 @@ def test_published_mooncake_traces(name, requests, keys, distinct):
 
 def test_registry_maps_names_to_classes():
     """Each source is registered under its own name and is a Workload with rounds and a label name."""
-    assert set(WORKLOADS) == {"lab", "long_doc_qa", "mooncake"}
+    assert set(WORKLOADS) == {"lab", "long_doc_qa", "mooncake", "bailian"}
     for name, source in WORKLOADS.items():
         assert issubclass(source, Workload)
         assert source.name == name
@@ -435,8 +436,9 @@ def test_registry_maps_names_to_classes():
 
 
 def test_option_names_are_unique_and_flags_follow_them():
-    """The replay CLI merges all sources' options into one parser: names must not clash, flags are derived."""
-    options = [option for source in WORKLOADS.values() for option in source.options]
+    """The replay CLI merges all sources' options into one parser: names must not clash (sources may share an
+    option, as the traces share --trace), flags are derived."""
+    options = list({id(option): option for source in WORKLOADS.values() for option in source.options}.values())
     names = [option.name for option in options]
     assert len(names) == len(set(names))
     assert "block_tokens" not in names

@@ -69,25 +69,37 @@ class PrefixCache:
         return bool(self._offline)
 
     def foresee(self, requests):
-        """Learn the whole workload, ``(keys, tokens)`` per request in serving order, for the offline tiers.
+        """Learn the whole workload for the offline tiers: :class:`kvlab.stream.Columns` (dense keys, as the
+        replay gives them) or ``(keys, tokens)`` per request in serving order.
 
         The GPU's future is every next request of a block. The CPU's is every next request that
         needs the block from the CPU, past the prefix the GPU will serve then: the GPU evolves the
         same way whatever the CPU does, so a GPU-only replay tells.
         """
-        requests = list(requests)
-        keys = [keys for keys, _ in requests]
+        from kvlab.stream import Columns
+
+        typed = isinstance(requests, Columns)
+        if not typed:
+            requests = list(requests)
+
+        def future(skips=None):
+            if typed:
+                return Future.of_columns(requests.keys, requests.counts, skips)
+            return Future([keys for keys, _ in requests], skips)
+
         futures = {}
         if self.gpu.offline:
-            futures[self.gpu] = Future(keys)
+            futures[self.gpu] = future()
         if self.cpu.offline:
-            futures[self.cpu] = Future(keys, self._gpu_prefixes(requests))
+            futures[self.cpu] = future(self._gpu_prefixes(requests))
         for tier, future in futures.items():
             tier.future = future
         self._futures = list(futures.values())
 
     def _gpu_prefixes(self, requests):
         """The GPU prefix of every request, from a replay of this cache's GPU tier alone."""
+        from kvlab.stream import Columns, requests_of
+
         gpu_only = type(self)(
             self.gpu.capacity,
             0,
@@ -98,6 +110,8 @@ class PrefixCache:
         )
         if gpu_only.offline:
             gpu_only.foresee(requests)
+        if isinstance(requests, Columns):
+            requests = ((keys, tokens) for _, _, keys, tokens in requests_of(requests))
         return [gpu_only.serve(keys, tokens)[0] for keys, tokens in requests]
 
     def serve(self, keys, tokens):

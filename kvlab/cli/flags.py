@@ -3,20 +3,24 @@ the cache's rules and policies (a plan's setting is kvlab/cli/plan.py's)."""
 
 import sys
 
+from kvlab.cache.compiled import fastest_cache
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
-from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES, make_cache
-from kvlab.cli.base import UsageError
+from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES
+from kvlab.cli.base import UsageError, argument
 from kvlab.cli.types import number_in
+from kvlab.memory import memory_size
 from kvlab.workloads import WORKLOADS, WorkloadError
 
 __all__ = [
     "add_block_rule_arguments",
     "add_cache_policy_arguments",
     "add_lmcache_switches",
+    "add_memory_argument",
     "add_workload_arguments",
     "build_cache",
     "hit_ratio",
+    "make_meter",
     "make_workload",
 ]
 
@@ -34,24 +38,46 @@ hit_ratio = number_in(0, 1, "a ratio between 0 and 1")  # a token hit ratio
 
 
 def add_workload_arguments(parser):
-    """``--workload`` and one argument group per source, with that source's own settings."""
+    """``--workload`` and one argument group per set of sources sharing settings (the traces share ``--trace``)."""
     parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
+    owners = {}  # option name -> the sources that have it, in registry order
     for source in WORKLOADS.values():
-        group = parser.add_argument_group(f"--workload {source.name}")
         for option in source.options:
-            if option.name == "trace":  # a file: never also an output
-                parser.inputs.append(option.name)
-            group.add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help)
+            owners.setdefault(option.name, (option, []))[1].append(source.name)
+    groups = {}
+    for option, sources in owners.values():
+        names = ", ".join(sources)
+        if names not in groups:
+            groups[names] = parser.add_argument_group(f"--workload {names}")
+        if option.name == "trace":  # a file: never also an output
+            parser.inputs.append(option.name)
+        groups[names].add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help)
+
+
+def add_memory_argument(parser):
+    """``--max-memory``: the stop before a workload too large for this machine (kvlab/memory.py)."""
+    parser.add_argument(
+        "--max-memory",
+        type=argument(memory_size),
+        help="stop with one line, before reading on, when the state would pass this much memory (e.g. 8G, 512M;"
+        " default: 80%% of the smaller of the memory available and the control group's limit)",
+    )
+
+
+def make_meter(args, footprint):
+    """The :class:`kvlab.memory.Meter` of ``--max-memory`` (or its default) for a command holding ``footprint``."""
+    from kvlab.memory import Meter, default_limit
+
+    return Meter(args.max_memory or default_limit(), footprint)
 
 
 def make_workload(args, block_tokens=None):
     """The chosen source with its own settings; a setting of another source, or a bad one, is a usage error."""
     source = WORKLOADS[args.workload]
+    own = {option.name for option in source.options}
     for other in WORKLOADS.values():
-        if other is source:
-            continue
         for option in other.options:
-            if getattr(args, option.name) is not None:
+            if option.name not in own and getattr(args, option.name) is not None:
                 raise UsageError(f"{option.flag} is a setting of --workload {other.name}, not {source.name}")
     settings = {option.name: getattr(args, option.name) for option in source.options}
     try:
@@ -113,10 +139,10 @@ def cache_settings(args):
     return {key: getattr(args, key) for key in CACHE_SETTINGS}
 
 
-def build_cache(args, block):
-    """The cache the arguments describe; a bad combination is a usage error."""
+def build_cache(args, workload):
+    """The cache the arguments describe, compiled where the settings allow; a bad combination is a usage error."""
     settings = cache_settings(args)
     try:
-        return make_cache(settings.pop("write_policy"), args.gpu_tokens, args.cpu_tokens, block, **settings)
+        return fastest_cache(workload, settings.pop("write_policy"), args.gpu_tokens, args.cpu_tokens, **settings)
     except ValueError as error:
         raise UsageError(str(error)) from None

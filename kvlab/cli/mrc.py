@@ -2,7 +2,15 @@
 tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
 
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
-from kvlab.cli.flags import add_block_rule_arguments, add_workload_arguments, compile_notice, hit_ratio, make_workload
+from kvlab.cli.flags import (
+    add_block_rule_arguments,
+    add_memory_argument,
+    add_workload_arguments,
+    compile_notice,
+    hit_ratio,
+    make_meter,
+    make_workload,
+)
 from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
 
@@ -26,15 +34,17 @@ def build_parser(prog):
     )
     parser.add_output("--curve", metavar="FILE", help="write the curve as CSV to FILE")
     add_workload_arguments(parser)
+    add_memory_argument(parser)
     return parser
 
 
 def execute(args, parser):
-    from kvlab.curves.mrc import cliffs, curve_csv, tier_curve
+    from kvlab.curves.mrc import FOOTPRINT, cliffs, curve_csv, tier_curve
 
     workload = make_workload(args, args.block_tokens)
     tier = "gpu" if args.gpu_tokens is None else "cpu"
-    curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens, compile_notice)
+    meter = make_meter(args, FOOTPRINT)
+    curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens, compile_notice, meter)
     cache = {
         "tier": tier,
         "block_tokens": workload.block_tokens,

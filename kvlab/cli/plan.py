@@ -4,10 +4,12 @@ recomputed per round, and the GiB full reuse (or a target hit ratio) takes. GB m
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
+    add_memory_argument,
     add_workload_arguments,
     add_write_policy_argument,
     compile_notice,
     hit_ratio,
+    make_meter,
     make_workload,
 )
 from kvlab.cli.types import block_tokens, tokens
@@ -75,13 +77,16 @@ def build_parser(prog):
         help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
     )
     parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
+    add_memory_argument(parser)
     return parser
 
 
 def execute(args, parser):
+    from kvlab.curves.mrc import FOOTPRINT
     from kvlab.sizing.plan import model_name, plan, table
 
     workload, shape, _, gpu_tokens = plan_setting(args)
+    meter = make_meter(args, FOOTPRINT)
     result = plan(
         workload,
         model_name(args.model_config),
@@ -94,6 +99,7 @@ def execute(args, parser):
         args.eviction_order,
         args.target_hit_ratio,
         compile_notice,
+        meter,
     )
     return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
 

@@ -4,12 +4,15 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 
 import sys
 
+from kvlab.cache.compiled import STATE_BYTES_PER_KEY
 from kvlab.cli.base import Outputs, Parser, run, summary
 from kvlab.cli.flags import (
     add_cache_policy_arguments,
+    add_memory_argument,
     add_workload_arguments,
     build_cache,
     cache_settings,
+    make_meter,
     make_workload,
 )
 from kvlab.cli.types import block_tokens, tokens
@@ -29,6 +32,7 @@ def build_parser(prog):
     add_cache_policy_arguments(cache)
     parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
     add_workload_arguments(parser)
+    add_memory_argument(parser)
     return parser
 
 
@@ -42,15 +46,26 @@ def progress_bar(total, stream=None, delay=1.0):
     return tqdm(total=total or None, unit="req", file=stream, delay=delay, leave=False, dynamic_ncols=True)
 
 
+def footprint(cache, per_request):
+    """What a replay holds: the tiers' state per distinct block; the table's row per request, if written."""
+    from kvlab.memory import Footprint
+
+    row = 6 * 8 + 48 if per_request else 0  # its columns, then its CSV text
+    if getattr(cache, "columns", False):
+        return Footprint(request=row, key=STATE_BYTES_PER_KEY + 48)  # + the hash table of dense ids
+    return Footprint(access=120 if cache.offline else 0, request=row, key=250)  # Python objects; opt's future
+
+
 def execute(args, parser):
     from kvlab.replay import per_request_csv, replay, report
 
     workload = make_workload(args, args.block_tokens)
-    cache = build_cache(args, workload.block_tokens)
+    cache = build_cache(args, workload)
     rows = [] if args.per_request else None
+    meter = make_meter(args, footprint(cache, rows is not None))
     bar = progress_bar(len(workload))
     try:
-        totals = replay(workload, cache, rows, bar.update if bar else None)
+        totals = replay(workload, cache, rows, bar.update if bar else None, meter)
     finally:
         if bar:
             bar.close()

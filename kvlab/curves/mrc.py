@@ -23,12 +23,22 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
+from kvlab.cache.compiled import CompiledLRU
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
-from kvlab.cache.write_policies import WriteThrough
-from kvlab.curves.stack_distance import INFINITY, _grow, compiled, last_positions, presence_intervals
+from kvlab.curves.equal_sizes import equal_sizes, levels
+from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
+from kvlab.kernels import compiled
+from kvlab.memory import Footprint
 from kvlab.replay import ratio
+from kvlab.stream import load, requests_of, round_sums
 
-__all__ = ["Curve", "lru_curve", "tier_curve"]
+__all__ = ["FOOTPRINT", "Curve", "lru_curve", "tier_curve"]
+
+# What a curve holds (kvlab/memory.py): per access its key, the Fenwick tree, the batches while they are joined;
+# per request its columns and what the GPU served; per distinct block the hash table, its latest access, its
+# level per round and the GPU's state. The general path (blocks of several sizes) holds about ten times more.
+FOOTPRINT = Footprint(access=8 + 4 + 8, request=5 * 8 + 4 * 8, key=48 + 8 + 8 + 48)
+GENERAL = Footprint(access=400, request=100, key=150)  # Python lists of the stream and its queries, then arrays
 
 
 @dataclass(frozen=True)
@@ -95,10 +105,9 @@ def lru_curve(keys, sizes, weigh_by_size=False):
 
 
 class _Stream:
-    """A tier's accesses (dense key ids and sizes) and its lookups, built request by request."""
+    """A tier's accesses (keys and sizes) and its lookups, built request by request (the general path)."""
 
     def __init__(self):
-        self.ids = {}
         self.keys, self.sizes, self.last = [], [], {}
         self.query_time, self.query_previous, self.query_request = [], [], []
         self.query_weight, self.query_round = [], []
@@ -122,7 +131,7 @@ class _Stream:
         for index in order:
             key = keys[index]
             self.last[key] = len(self.keys)
-            self.keys.append(self.ids.setdefault(key, len(self.ids)))
+            self.keys.append(key)
             self.sizes.append(blocks.block if index < blocks.full else blocks.last)
 
     def curve(self, rounds, inputs, base):
@@ -146,37 +155,69 @@ class _Stream:
         )
 
 
-def tier_curve(workload, partial_blocks="drop", eviction_order="tail-first", gpu_tokens=None, before_compile=None):
+def tier_curve(
+    workload,
+    partial_blocks="drop",
+    eviction_order="tail-first",
+    gpu_tokens=None,
+    before_compile=None,
+    meter=None,
+    method=None,
+):
     """Tokens served per round by the GPU tier (``gpu_tokens`` None) or by the CPU tier of write-through
     at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers). ``before_compile()`` is
-    called once the workload is read, if the kernels are still to be compiled (to say so)."""
+    called once the workload is read, if the kernels are still to be compiled (to say so); ``meter``
+    (:class:`kvlab.memory.Meter`) stops a workload too large for the memory allowed. ``method``:
+    ``"equal"`` (blocks of one size, ``kvlab/curves/equal_sizes.py``), ``"general"`` (any sizes), or None
+    for the first that applies; both give the same curve."""
     block = workload.block_tokens
     keep = choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS) == "keep"
     choose("eviction_order", eviction_order, EVICTION_ORDERS)
     tail_first = eviction_order == "tail-first"
-    gpu = None
-    if gpu_tokens is not None:  # the GPU alone decides what reaches the CPU
-        gpu = WriteThrough(gpu_tokens, 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order)
-    stream = _Stream()
-    inputs = [0] * len(workload.rounds)
-    base = [0] * len(workload.rounds)
-    for number, request in enumerate(workload.requests()):
-        keys = request.keys
-        inputs[request.round] += request.tokens
-        if not keys:
-            continue
-        blocks = Blocks(keys, request.tokens, block, keep)
-        first = 0
-        if gpu is not None:
-            first, _, served, _ = gpu.serve(keys, request.tokens)
-            base[request.round] += served
-        stream.look_up(keys, first, number, request.round, blocks)
-        hit = min(first, blocks.stored)
-        order = range(blocks.stored - 1, hit - 1, -1) if tail_first else range(hit, blocks.stored)
-        stream.access(keys, order, blocks)
+    columns, keys = load(workload, meter)
+    rounds = len(workload.rounds)
+    inputs = round_sums(columns.rounds, columns.tokens, rounds)
+    first = np.zeros(len(columns.counts), dtype=np.int64)
+    base = np.zeros(rounds, dtype=np.int64)
     if before_compile is not None and not compiled():
         before_compile()
+    if gpu_tokens is not None:  # the GPU alone decides what reaches the CPU
+        gpu = CompiledLRU(gpu_tokens, 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order)
+        served = gpu.served(columns, rounds)
+        first = served[:, 0]
+        base = round_sums(columns.rounds, served[:, 2], rounds)
+    equal = equal_sizes(columns, block, keep) and block * (keys + 2) < INFINITY
+    small = rounds * (keys + 2) <= 4 * len(columns.keys) + 2**20  # the table of levels per round
+    if method == "equal" and not equal:
+        raise ValueError("the equal-sizes curve needs blocks of one size: partial_blocks drop")
+    if method == "equal" or (method is None and equal and small):
+        served = levels(columns, rounds, first, block, keep, tail_first, keys)
+        return curve_from_levels(served, block, workload.rounds, inputs, base)
+    if meter is not None:
+        meter.check(len(columns.keys), len(columns.counts), keys, footprint=GENERAL)
+    stream = _Stream()
+    for number, (round_index, _, request_keys, tokens) in enumerate(requests_of(columns)):
+        if not request_keys:
+            continue
+        blocks = Blocks(request_keys, tokens, block, keep)
+        stream.look_up(request_keys, int(first[number]), number, round_index, blocks)
+        hit = min(int(first[number]), blocks.stored)
+        order = range(blocks.stored - 1, hit - 1, -1) if tail_first else range(hit, blocks.stored)
+        stream.access(request_keys, order, blocks)
     return stream.curve(workload.rounds, inputs, base)
+
+
+def curve_from_levels(served, block, rounds, inputs, base):
+    """The curve of :func:`kvlab.curves.equal_sizes.levels`' tokens per round and level (room ``block x level``)."""
+    used = np.flatnonzero(served.any(axis=0))
+    values = np.cumsum(served[:, used], axis=1)
+    return Curve(
+        tuple(rounds),
+        np.concatenate(([0], used * block)).astype(np.int64),
+        np.concatenate((np.zeros((len(rounds), 1), dtype=np.int64), values), axis=1),
+        np.asarray(inputs, dtype=np.int64),
+        np.asarray(base, dtype=np.int64),
+    )
 
 
 @njit(cache=True)

@@ -16,26 +16,12 @@ at most one intervening key of that class fits beside another entry, so the two 
 the class decide, and each query costs O(classes x log n).
 """
 
-from pathlib import Path
-
 import numpy as np
 from numba import njit
 
-__all__ = ["INFINITY", "compiled", "last_positions", "presence_intervals"]
+__all__ = ["INFINITY", "last_positions", "presence_intervals"]
 
 INFINITY = np.int64(2**62)  # the end of an interval that never ends
-
-
-def compiled(kernels=(("stack_distance", "_intervals"), ("mrc", "_served"))):
-    """Whether numba's on-disk cache already holds the curve kernels for their current source, so that no
-    compile (several seconds, once per checkout) is due."""
-    folder = Path(__file__).parent
-    for module, function in kernels:
-        source = folder / f"{module}.py"
-        indexes = list((folder / "__pycache__").glob(f"{module}.{function}-*.nbi"))
-        if not indexes or max(index.stat().st_mtime for index in indexes) < source.stat().st_mtime:
-            return False
-    return True
 
 
 def last_positions(keys):

@@ -10,11 +10,11 @@ command is ``kvlab ttft`` (``kvlab/cli/ttft.py``).
 
 from pathlib import Path
 
-from kvlab.cache.write_policies import make_cache
+from kvlab.cache.compiled import fastest_cache
 from kvlab.files import finite, read_json, shown
 from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.latency.model import TIERS, LatencyModel, tier_of
-from kvlab.replay import ratio, replay
+from kvlab.replay import ratio, replay, rows_of
 from kvlab.sizing.model_size import tokens_in
 from kvlab.summarize import CONFIGS, describe, read_records
 from kvlab.workloads import MAX_WHOLE
@@ -167,13 +167,13 @@ def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, b
     rows = []
     for budget in budgets:
         cpu_tokens = tokens_in(budget, per_token)
-        cache = make_cache(write_policy, gpu_tokens, cpu_tokens, workload.block_tokens, **block_rules)
-        requests = []
-        replay(workload, cache, requests)
+        cache = fastest_cache(workload, write_policy, gpu_tokens, cpu_tokens, **block_rules)
+        parts = []
+        replay(workload, cache, parts)
         has_cpu = cpu_tokens > 0
         times = [
             (r, model.predict_mix(tokens, gpu, cpu, has_cpu), tokens, gpu, cpu)
-            for r, _, _, tokens, gpu, cpu in requests
+            for r, _, _, tokens, gpu, cpu in rows_of(parts)
         ]
         for index, name in [(None, "all"), *enumerate(workload.rounds)]:
             mine = [time for time in times if index is None or time[0] == index]

@@ -28,14 +28,16 @@ __all__ = ["Planner", "model_name", "plan", "table"]
 class Planner:
     """The workload and the GPU room fixed; what a CPU room of so many tokens gives, per round."""
 
-    def __init__(self, workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile=None):
+    def __init__(
+        self, workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile=None, meter=None
+    ):
         self.workload = workload
         self.gpu_tokens = gpu_tokens
         self.write_policy = write_policy
         self.rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
         self.curve = None  # write-through: the CPU tier's exact curve (its base: the GPU's tokens per round)
         if write_policy == "write-through":
-            self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_tokens, before_compile)
+            self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_tokens, before_compile, meter)
 
     def per_round(self, cpu_tokens):
         """``(input, GPU, CPU)`` tokens per round at this CPU room."""
@@ -107,11 +109,13 @@ def plan(
     eviction_order,
     target=None,
     before_compile=None,
+    meter=None,
 ):
-    """The planner's JSON object (see the module's docstring); ``before_compile`` as :func:`tier_curve`'s."""
+    """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
+    :func:`tier_curve`'s."""
     per_token = shape.bytes_per_token(tp)
     cpu_tokens = tokens_in(cpu_gib, per_token)
-    planner = Planner(workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile)
+    planner = Planner(workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile, meter)
     rows = planner.per_round(cpu_tokens)
     totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0, 0, 0]
     most = planner.most_hits

@@ -1,0 +1,536 @@
+"""Scale: kvlab replay and kvlab mrc beside libCacheSim's LRU and KVCache.AI's kvcache-simulator, per block access.
+
+At each size of ``bench/scale_traces.py`` (Mooncake traces made by cycling the published two:
+``1x`` is the conversation trace, 288,500 block accesses; ``4x`` 1,154,024; ``16x`` 4,616,002;
+``100m`` on demand) it runs each row in its own process and reads the process's CPU time (user +
+sys, its children included) and peak memory (``ru_maxrss``) from ``os.wait4``:
+
+* ``replay``: ``python -m kvlab replay --workload mooncake --trace T --gpu-tokens G --block-tokens 512``,
+  the whole command (the GPU tier only, LRU, tail first, last partial blocks dropped).
+* ``libCacheSim``: libCacheSim's C LRU (``LRU(G / 512).process_trace``) over the same block
+  accesses, unit-sized, already in memory in its oracleGeneral format: only the simulation is
+  timed (``getrusage`` around ``process_trace``; best of 3), not the loading. Its hash table is
+  sized for the room (``hashpower``): the default, 2^24 buckets, is 128 MiB that random keys touch
+  all over, and faulting it in took 6x the simulation's time at 1x. Accesses in kvlab's order,
+  the order a tier of ``kvlab replay`` sees (each request's full blocks tail first; its last
+  partial block never), and, a row apart, in the file's (every hash ID as written, head first).
+* ``kvcache-sim``: ``kvcache-simulator`` 0.1.3 (PyPI, KVCache.AI; a batch C++ core it compiles
+  with ``c++`` on first use) called as its ``run --policies lru --block-size 512`` command calls it,
+  with a room of G / 512 blocks instead of a model's GiB: ``kvcache_sim.trace.parse_trace_file``,
+  then ``kvcache_sim.cpp_backend.run_cpp_sweep`` with its default measurement window (the last half
+  of the requests). The whole process is timed, its C++ child included.
+* ``mrc``: ``python -m kvlab mrc --workload mooncake --trace T --block-tokens 512``, the whole
+  command (the exact curve of the GPU tier at every room).
+
+Every row runs first on a tiny trace (``1k``: 38 requests, 1,002 accesses), twice: the first run
+warms numba's cache (and compiles kvcache-simulator's core), the second gives the row's start-up
+CPU and peak; "above start-up" is a size's figure less that. Per access is per block access of the
+trace (its sum of ``len(hash_ids)``) in every row. The room G defaults to 512 x a quarter of the
+1x trace's distinct blocks: 45,697 blocks, 23,396,864 tokens (block hit ratio 0.35 at 1x). Each
+command is started by a small Python process (``-S``) that waits for it: a child started
+directly from this one would inherit its memory high-water mark (Linux keeps it across fork and
+exec), so a peak would never read below this process's own.
+
+Hit checks (the run stops if one fails):
+
+* libCacheSim in kvlab's order counts a block as a hit when it is cached at its access; the replay
+  counts each request's cached prefix at its lookup. They can differ only by prefix blocks that
+  the request's own new blocks (stored first, tail first) evict before they are touched: a Python
+  reference LRU over the same order counts both ways and must equal both. In the file's order
+  the hits are another LRU's (last partial blocks take slots, and tails are more recent than
+  heads); a second reference splits them into full-block prefix hits, hits on last partial blocks
+  and hits after a miss, and must equal libCacheSim's.
+* kvcache-simulator keeps each last partial block (a whole slot), evicts leaves of a prefix tree,
+  and counts hit tokens over its window only; its hits on the trace itself are reported, not
+  compared. On the same trace with each last partial block dropped and a first request of G / 512
+  new blocks that fills the cache (so its window, which starts after that request, is the whole
+  trace on a cache that behaves as an empty one), its ``hitTokens`` must equal the replay's
+  ``gpu_hit_tokens`` (= 512 x ``gpu_hit_blocks``).
+
+Prints two markdown tables (per row; ratios with their targets, pass/fail) and writes all figures
+as JSON to ``work/bench/scale.json``. Needs the bench extra (``make bench-scale``). ``100m`` needs
+memory: today's ``kvlab mrc`` takes ~280 bytes per access, kvcache-simulator ~115, libCacheSim
+holds a 2.4 GB trace. Usage::
+
+    .venv/bin/python bench/scale.py [--sizes 1x,4x,16x[,100m]] [--gpu-tokens G] [--repeat N]
+        [--kvlab-root DIR]   # run `python -m kvlab` from another checkout (e.g. `git archive` of a commit)
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import numpy as np  # noqa: E402
+import scale_traces  # noqa: E402
+
+BLOCK = 512
+TINY = "1k"
+DEFAULT_SIZES = "1x,4x,16x"
+DEFAULT_JSON = ROOT / "work" / "bench" / "scale.json"
+ORACLE_GENERAL = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+ROWS = ("replay", "libCacheSim", "libCacheSim, file order", "kvcache-sim", "mrc")
+TARGETS = {
+    "replay / libCacheSim": ("<=", 2.0, "kvlab replay per access at most 2x libCacheSim's LRU"),
+    "kvcache-sim / replay": (">=", 4.0, "kvcache-simulator at least 4x kvlab replay's time"),
+    "mrc / replay": ("<=", 2.0, "the whole curve at most 2x one replay"),
+    "mrc bytes/access above start-up": ("<=", 48.0, "kvlab mrc's memory above start-up per access"),
+}
+
+
+# ---- the children: one tool each, run as ``scale.py --child NAME ARGS``; they print one JSON object
+
+
+def child_libcachesim(path, capacity, runs=3):
+    """libCacheSim's LRU over an oracleGeneral file of unit-sized blocks; only process_trace is timed (best of 3)."""
+    import libcachesim
+
+    requests = Path(path).stat().st_size // ORACLE_GENERAL.itemsize
+    best = {}
+    for _ in range(int(runs)):
+        reader = libcachesim.TraceReader(str(path), libcachesim.TraceType.ORACLE_GENERAL_TRACE)
+        # A hash table sized for the room (the default, 2^24 buckets, is 128 MiB that random keys touch all over).
+        cache = libcachesim.LRU(int(capacity), hashpower=max(10, int(capacity).bit_length() + 1))
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        miss_ratio, _ = cache.process_trace(reader)
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        hits = round((1 - miss_ratio) * requests)
+        if best and hits != best["hits"]:
+            sys.exit(f"libCacheSim counted {hits:,} hits, then {best['hits']:,}")
+        if not best or cpu < best["sim_cpu_s"]:
+            best = {"requests": requests, "hits": hits, "sim_cpu_s": cpu, "sim_wall_s": wall}
+        del cache, reader
+    return best
+
+
+def child_kvcache_sim(path, capacity):
+    """kvcache-simulator's LRU as its ``run --policies lru --block-size 512`` runs it, at ``capacity`` blocks."""
+    from kvcache_sim.simulator import warmup_requests_for_trace
+    from kvcache_sim.trace import parse_trace_file
+
+    trace = parse_trace_file(path, block_size=BLOCK)
+    warmup = warmup_requests_for_trace(trace, 0.5)  # its default window: the last half of the requests
+    return kvcache_sim_lru(trace, int(capacity), warmup)
+
+
+def child_kvcache_sim_check(path, capacity):
+    """The same on kvlab's terms: last partial blocks dropped, a first request that fills the cache."""
+    from kvcache_sim.trace import parse_trace_lines
+
+    capacity = int(capacity)
+
+    def lines():
+        yield json.dumps({"hash_ids": [f"fill-{i}" for i in range(capacity)], "input_length": capacity * BLOCK})
+        with open(path, "rb") as handle:
+            for raw in handle:
+                record = json.loads(raw)
+                full = record["input_length"] // BLOCK
+                if full:
+                    yield json.dumps({"hash_ids": record["hash_ids"][:full], "input_length": full * BLOCK})
+
+    trace = parse_trace_lines(lines(), block_size=BLOCK)
+    return kvcache_sim_lru(trace, capacity, 1)
+
+
+def kvcache_sim_lru(trace, capacity, warmup):
+    from kvcache_sim.cpp_backend import run_cpp_sweep
+
+    result = run_cpp_sweep(trace, capacities=[capacity], policies=["lru"], warmup_requests=warmup)
+    lru = result.results[("lru", capacity)]
+    own, core = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "python_cpu_s": own.ru_utime + own.ru_stime,  # reading the trace, interning the IDs, writing them out
+        "cpp_cpu_s": core.ru_utime + core.ru_stime,  # its C++ core (and the compiler, on a first run)
+        "requests": trace.request_count,
+        "block_events": len(trace.ids),
+        "unique_blocks": result.unique_blocks,
+        "warmup_requests": warmup,
+        "measurement": lru.measurementMode,
+        "hit_tokens": lru.hitTokens,
+        "total_tokens": lru.totalTokens,
+        "hit_rate": lru.hitRate,
+    }
+
+
+CHILDREN = {
+    "libcachesim": child_libcachesim,
+    "kvcache-sim": child_kvcache_sim,
+    "kvcache-sim-check": child_kvcache_sim_check,
+}
+
+
+# ---- the parent
+
+
+# Started from a big parent, a child's ru_maxrss starts at the parent's RSS (Linux keeps the old memory's high-water
+# mark across fork and exec): a small Python process (-S, standard library) starts each measured command instead,
+# waits for it and writes its rusage to a file.
+SPAWNER = """
+import json, os, sys
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"cpu_s": usage.ru_utime + usage.ru_stime, "peak_bytes": usage.ru_maxrss * 1024}, out)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def measured(command, cwd, repeat=1):
+    """Run ``command`` ``repeat`` times; return the least CPU seconds, the largest peak bytes (from os.wait4,
+    its children included) and the last stdout."""
+    best_cpu, top_peak = math.inf, 0
+    for _ in range(repeat):
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as folder:
+            usage_path = Path(folder) / "usage.json"
+            spawner = [sys.executable, "-S", "-c", SPAWNER, str(usage_path), *map(str, command)]
+            done = subprocess.run(spawner, stdout=out, stderr=err, cwd=cwd, check=False)
+            out.seek(0), err.seek(0)
+            stdout, stderr = out.read().decode(), err.read().decode()
+            if done.returncode:
+                sys.exit(f"failed ({done.returncode}): {' '.join(map(str, command))}\n{stderr.strip()}")
+            usage = json.loads(usage_path.read_text())
+        best_cpu, top_peak = min(best_cpu, usage["cpu_s"]), max(top_peak, usage["peak_bytes"])
+    return best_cpu, top_peak, stdout
+
+
+def child_command(name, *args):
+    return [sys.executable, str(Path(__file__).resolve()), "--child", name, *map(str, args)]
+
+
+def kvlab_command(command, trace, *flags):
+    flags = [*flags, "--block-tokens", str(BLOCK)]
+    return [sys.executable, "-m", "kvlab", command, "--workload", "mooncake", "--trace", str(trace), *flags]
+
+
+def load_trace(path):
+    """``(ids, ends, full)``: every hash ID in file order, each request's end in ``ids``, its full blocks."""
+    try:
+        import orjson
+
+        loads = orjson.loads
+    except ImportError:
+        loads = json.loads
+    ids, ends, full = [], [], []
+    chunk, count = [], 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            record = loads(raw)
+            chunk.extend(record["hash_ids"])
+            count += len(record["hash_ids"])
+            ends.append(count)
+            full.append(record["input_length"] // BLOCK)
+            if len(chunk) >= 1 << 22:
+                ids.append(np.array(chunk, dtype=np.int64))
+                chunk = []
+    ids.append(np.array(chunk, dtype=np.int64))
+    return np.concatenate(ids), np.array(ends, dtype=np.int64), np.array(full, dtype=np.int64)
+
+
+def kvlab_order(ids, ends, full):
+    """The accesses a replay tier sees: each request's full blocks, tail first (its last partial block never)."""
+    starts = ends - np.diff(ends, prepend=0)
+    total = int(full.sum())
+    first = np.repeat(starts + full - 1, full)  # each access's request's last full block
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(full) - full, full)
+    return ids[first - within]
+
+
+def write_oracle_general(path, keys):
+    """Unit-sized requests in libCacheSim's binary oracleGeneral format, written in chunks."""
+    with open(path, "wb") as out:
+        for start in range(0, len(keys), 1 << 23):
+            part = keys[start : start + (1 << 23)]
+            records = np.zeros(len(part), dtype=ORACLE_GENERAL)
+            records["time"] = np.arange(start, start + len(part)) & 0xFFFFFFFF
+            records["id"] = part
+            records["size"] = 1
+            records["next"] = -1
+            records.tofile(out)
+
+
+def reference_lru(ids, ends, full, capacity):
+    """A bare LRU over kvlab's order: ``(prefix hits at lookup, hits at access)``: the replay's and libCacheSim's."""
+    cache = OrderedDict()
+    move, pop = cache.move_to_end, cache.popitem
+    prefix_hits = access_hits = 0
+    starts = (ends - np.diff(ends, prepend=0)).tolist()
+    for first, count in zip(starts, full.tolist(), strict=True):
+        keys = ids[first : first + count].tolist()
+        for key in keys:
+            if key not in cache:
+                break
+            prefix_hits += 1
+        for key in reversed(keys):
+            if key in cache:
+                move(key)
+                access_hits += 1
+                continue
+            if len(cache) >= capacity:
+                pop(False)
+            cache[key] = None
+    return prefix_hits, access_hits
+
+
+def reference_file_order(ids, ends, full, capacity):
+    """A bare LRU over the file's order: its hits, split into full-block prefix hits, hits on last partial blocks,
+    and full-block hits after a miss in the same request (cached, but of no use to a prefix cache)."""
+    cache = OrderedDict()
+    move, pop = cache.move_to_end, cache.popitem
+    prefix = partial = after_miss = 0
+    first = 0
+    for end, count in zip(ends.tolist(), full.tolist(), strict=True):
+        alive = True
+        for position, key in enumerate(ids[first:end].tolist()):
+            if key in cache:
+                move(key)
+                if position >= count:
+                    partial += 1
+                elif alive:
+                    prefix += 1
+                else:
+                    after_miss += 1
+                continue
+            alive = False
+            if len(cache) >= capacity:
+                pop(False)
+            cache[key] = None
+        first = end
+    return {"hits": prefix + partial + after_miss, "prefix": prefix, "partial": partial, "after_miss": after_miss}
+
+
+def measure_size(trace, capacity, gpu_tokens, kvlab_root, folder, check=True, repeat=1):
+    """Every row's CPU seconds, peak bytes and hits on one trace, and the checks' figures."""
+    rows, checks = {}, {}
+    cpu, peak, out = measured(kvlab_command("replay", trace, "--gpu-tokens", str(gpu_tokens)), kvlab_root, repeat)
+    replay = json.loads(out)
+    rows["replay"] = {"cpu_s": cpu, "peak_bytes": peak, "hits": f"{replay['gpu_hit_blocks']:,} blocks"}
+    cpu, peak, out = measured(kvlab_command("mrc", trace), kvlab_root, repeat)
+    rows["mrc"] = {"cpu_s": cpu, "peak_bytes": peak, "hits": "(every room)"}
+
+    ids, ends, full = load_trace(trace)
+    ordered = kvlab_order(ids, ends, full)
+    for row, keys in (("libCacheSim", ordered), ("libCacheSim, file order", ids)):
+        path = Path(folder) / "accesses.oracleGeneral"
+        write_oracle_general(path, keys)
+        _, peak, out = measured(child_command("libcachesim", path, capacity), ROOT)
+        simulated = json.loads(out)
+        path.unlink()
+        rows[row] = {"cpu_s": simulated["sim_cpu_s"], "peak_bytes": peak, "hits": f"{simulated['hits']:,} blocks"}
+        rows[row].update(hit_blocks=simulated["hits"], accesses_simulated=simulated["requests"])
+
+    cpu, peak, out = measured(child_command("kvcache-sim", trace, capacity), ROOT, repeat)
+    kvsim = json.loads(out)
+    window = (
+        f"{kvsim['hit_tokens']:,} tokens in its window" if kvsim["measurement"] == "fixed_window" else "(underfilled)"
+    )
+    rows["kvcache-sim"] = {"cpu_s": cpu, "peak_bytes": peak, "hits": window, "result": kvsim}
+
+    checks["accesses"] = {"trace": len(ids), "replay": replay["block_accesses"]}
+    if replay["block_accesses"] != len(ids):
+        sys.exit(f"{trace}: the replay counts {replay['block_accesses']:,} accesses, the trace has {len(ids):,}")
+    if check:
+        prefix_hits, access_hits = reference_lru(ids, ends, full, capacity)
+        checks["libCacheSim"] = {
+            "replay_gpu_hit_blocks": replay["gpu_hit_blocks"],
+            "libcachesim_hits": rows["libCacheSim"]["hit_blocks"],
+            "reference_prefix_hits": prefix_hits,
+            "reference_access_hits": access_hits,
+            "self_evicted_prefix_blocks": prefix_hits - access_hits,
+            "file_order_hits": rows["libCacheSim, file order"]["hit_blocks"],
+            "file_order_reference": reference_file_order(ids, ends, full, capacity),
+        }
+        file_order = checks["libCacheSim"]["file_order_reference"]["hits"]
+        if (prefix_hits, access_hits, file_order) != (
+            replay["gpu_hit_blocks"],
+            rows["libCacheSim"]["hit_blocks"],
+            rows["libCacheSim, file order"]["hit_blocks"],
+        ):
+            sys.exit(f"{trace}: hits disagree: {checks['libCacheSim']}")
+        _, _, out = measured(child_command("kvcache-sim-check", trace, capacity), ROOT)
+        same_terms = json.loads(out)
+        checks["kvcache-sim"] = {
+            "replay_gpu_hit_tokens": replay["gpu_hit_tokens"],
+            "replay_gpu_hit_blocks": replay["gpu_hit_blocks"],
+            "kvcache_sim_hit_tokens_same_terms": same_terms["hit_tokens"],
+            "kvcache_sim_hit_tokens_own_window": kvsim["hit_tokens"],
+            "kvcache_sim_window_requests": kvsim["requests"] - kvsim["warmup_requests"],
+        }
+        if same_terms["measurement"] != "fixed_window" or same_terms["hit_tokens"] != replay["gpu_hit_tokens"]:
+            sys.exit(f"{trace}: kvcache-simulator disagrees with the replay: {same_terms} vs {replay}")
+    return rows, checks
+
+
+def startup(capacity, gpu_tokens, kvlab_root, folder, repeat, traces):
+    """Each row's command on the tiny trace, twice (warm-up, then measured): its start-up peak and CPU."""
+    trace = scale_traces.ensure(TINY, traces, log=lambda line: None)["path"]
+    measure_size(trace, capacity, gpu_tokens, kvlab_root, folder, check=False)  # warm-up
+    return measure_size(trace, capacity, gpu_tokens, kvlab_root, folder, check=False, repeat=repeat)[0]
+
+
+def ratio_rows(sizes):
+    ratios = {}
+    for size, figures in sizes.items():
+        us = {row: figures["rows"][row]["us_per_access"] for row in ROWS}
+        mrc_above = figures["rows"]["mrc"]["above_startup_bytes"]
+        ratios[size] = {
+            "replay / libCacheSim": us["replay"] / us["libCacheSim"],
+            "kvcache-sim / replay": us["kvcache-sim"] / us["replay"],
+            "mrc / replay": us["mrc"] / us["replay"],
+            "mrc bytes/access above start-up": mrc_above / figures["accesses"],
+        }
+    return ratios
+
+
+def passes(name, value):
+    sign, target, _ = TARGETS[name]
+    return value <= target if sign == "<=" else value >= target
+
+
+def markdown(result):
+    lines = [
+        "| size | accesses | row | µs/access | µs/access above start-up | CPU s | peak MB | MB above start-up | hits |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, figures in result["sizes"].items():
+        for row in ROWS:
+            f = figures["rows"][row]
+            lines.append(
+                f"| {size} | {figures['accesses']:,} | {row} | {f['us_per_access']:.3f}"
+                f" | {f['us_per_access_above_startup']:.3f} | {f['cpu_s']:.2f}"
+                f" | {f['peak_bytes'] / 1e6:,.1f} | {f['above_startup_bytes'] / 1e6:,.1f} | {f['hits']} |"
+            )
+    startup = ", ".join(
+        f"{row} {f['cpu_s']:.2f} s, {f['peak_bytes'] / 1e6:,.1f} MB" for row, f in result["startup"].items()
+    )
+    lines += [
+        "",
+        f"Start-up (each command on the tiny trace {TINY}, after a warm-up run): {startup}.",
+        "",
+        "| size | " + " | ".join(f"{name} (target {TARGETS[name][0]} {TARGETS[name][1]:g})" for name in TARGETS),
+    ]
+    lines[-1] += " |"
+    lines.append("|---|" + "---:|" * len(TARGETS))
+    for size, ratios in result["ratios"].items():
+        cells = [f"{value:.2f} {'pass' if passes(name, value) else 'FAIL'}" for name, value in ratios.items()]
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma-separated (default {DEFAULT_SIZES}; add 100m)")
+    parser.add_argument("--gpu-tokens", type=int, help="the room G (default: a quarter of the 1x distinct blocks)")
+    parser.add_argument("--traces", default=str(scale_traces.DEFAULT_OUT), help="the traces' folder")
+    parser.add_argument(
+        "--json", default=str(DEFAULT_JSON), help="where the figures go (default work/bench/scale.json)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each whole command; the least CPU counts (default 1)"
+    )
+    parser.add_argument("--kvlab-root", default=str(ROOT), help="run `python -m kvlab` from this checkout")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        name, *rest = args.child
+        print(json.dumps(CHILDREN[name](*rest)))
+        return
+
+    sources = scale_traces.load_sources()
+    gpu_tokens = args.gpu_tokens or BLOCK * (sources[0].distinct // 4)
+    if gpu_tokens < BLOCK or gpu_tokens % BLOCK:
+        parser.error(f"--gpu-tokens must be a positive multiple of {BLOCK}")
+    capacity = gpu_tokens // BLOCK
+    sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
+    for size in sizes:
+        try:
+            scale_traces.target_accesses(size, sources)
+        except ValueError as error:
+            parser.error(str(error))
+    kvlab_root = Path(args.kvlab_root).resolve()
+    print(
+        f"room G = {gpu_tokens:,} tokens = {capacity:,} blocks of {BLOCK}"
+        f" ({'given' if args.gpu_tokens else f'a quarter of the 1x trace distinct {sources[0].distinct:,} blocks'});"
+        f" kvlab from {kvlab_root}; {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    work = Path(args.json).parent
+    work.mkdir(parents=True, exist_ok=True)
+    result = {
+        "gpu_tokens": gpu_tokens,
+        "capacity_blocks": capacity,
+        "block_tokens": BLOCK,
+        "repeat": args.repeat,
+        "kvlab_root": str(kvlab_root),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "targets": {
+            name: {"sign": sign, "value": value, "what": what} for name, (sign, value, what) in TARGETS.items()
+        },
+        "sizes": {},
+    }
+    with tempfile.TemporaryDirectory(dir=work) as folder:
+        start = time.perf_counter()
+        base = startup(capacity, gpu_tokens, kvlab_root, folder, args.repeat, args.traces)
+        result["startup"] = {row: {"cpu_s": f["cpu_s"], "peak_bytes": f["peak_bytes"]} for row, f in base.items()}
+        print(f"start-up runs on the tiny trace: {time.perf_counter() - start:.1f} s", flush=True)
+        for size in sizes:
+            meta = scale_traces.ensure(size, args.traces, sources)
+            start = time.perf_counter()
+            rows, checks = measure_size(meta["path"], capacity, gpu_tokens, kvlab_root, folder, repeat=args.repeat)
+            for row, f in rows.items():
+                f["us_per_access"] = f["cpu_s"] / meta["accesses"] * 1e6
+                f["above_startup_bytes"] = f["peak_bytes"] - base[row]["peak_bytes"]
+                f["us_per_access_above_startup"] = (f["cpu_s"] - base[row]["cpu_s"]) / meta["accesses"] * 1e6
+            replay_ratio = checks["libCacheSim"]["replay_gpu_hit_blocks"] / (meta["accesses"] or 1)
+            result["sizes"][size] = {
+                "trace": Path(meta["path"]).name,
+                "requests": meta["requests"],
+                "accesses": meta["accesses"],
+                "distinct_blocks": meta["distinct_blocks"],
+                "replay_block_hit_ratio": replay_ratio,
+                "rows": rows,
+                "checks": checks,
+            }
+            lib, kv = checks["libCacheSim"], checks["kvcache-sim"]
+            file_order = lib["file_order_reference"]
+            kvsim = rows["kvcache-sim"]["result"]
+            print(
+                f"{size}: {meta['accesses']:,} accesses in {time.perf_counter() - start:.1f} s;"
+                f" replay {lib['replay_gpu_hit_blocks']:,} GPU hit blocks (block hit ratio {replay_ratio:.4f});"
+                f" libCacheSim in kvlab's order {lib['libcachesim_hits']:,} = those less"
+                f" {lib['self_evicted_prefix_blocks']:,} prefix blocks the request evicted itself"
+                f" (file order: {lib['file_order_hits']:,} = {file_order['prefix']:,} full-block prefix hits"
+                f" + {file_order['partial']:,} on last partial blocks + {file_order['after_miss']:,} after a miss);"
+                f" kvcache-simulator on kvlab's terms"
+                f" {kv['kvcache_sim_hit_tokens_same_terms']:,} hit tokens = replay's {kv['replay_gpu_hit_tokens']:,}"
+                f" (own window, last {kv['kvcache_sim_window_requests']:,} requests:"
+                f" {kv['kvcache_sim_hit_tokens_own_window']:,}; of its CPU {kvsim['cpp_cpu_s']:.2f} s"
+                f" in the C++ core, {kvsim['python_cpu_s']:.2f} s in Python)",
+                flush=True,
+            )
+    result["ratios"] = ratio_rows(result["sizes"])
+    result["all_targets_pass"] = all(passes(n, v) for ratios in result["ratios"].values() for n, v in ratios.items())
+    table = markdown(result)
+    result["table"] = table
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print()
+    print(table)
+    print()
+    for name, (sign, value, what) in TARGETS.items():
+        print(f"target: {name} {sign} {value:g}: {what}")
+    print(f"figures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
