@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SNAKEMAKE := $(BIN)/snakemake
 
-.PHONY: run check test lint format bench report clean
+.PHONY: run check test lint format bench report cluster-install clean
 
 # `kvlab run`: config.yaml checked as data first (no YTE templating, no alias bombs, the schema), then Snakemake,
 # one run at a time in this folder, recovering from a killed run. FORCE=results/x.json reruns what makes that
@@ -43,6 +43,18 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/lru_speed.py
 	$(BIN)/python bench/mrc_speed.py
 
+# The scale bench (bench/scale.py): kvlab replay and kvlab mrc beside libCacheSim's LRU and KVCache.AI's
+# kvcache-simulator, CPU time per block access and peak memory, on Mooncake traces of 1x, 4x and 16x the
+# conversation trace (bench/scale_traces.py writes them to work/bench/traces/; SIZES=1x,4x,16x,100m adds 100 M
+# accesses); the figures also go to work/bench/scale.json.
+.PHONY: bench-scale
+bench-scale: $(VENV)/.bench-installed
+	$(BIN)/python bench/scale.py $(if $(SIZES),--sizes $(SIZES))
+
+# Snakemake's SLURM executor plugin (requirements-cluster.txt), for `kvlab run -- --profile profiles/slurm`:
+# see the README, "On a cluster".
+cluster-install: $(VENV)/.cluster-installed
+
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff format .
 	$(BIN)/snakefmt .
@@ -74,6 +86,12 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $
 # The bench extra, not part of `make run`: see requirements-bench.txt for --no-deps.
 $(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.run-installed
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-bench.txt
+	touch $@
+
+# The cluster extra, not part of `make run`: requirements-cluster.txt includes requirements.txt, whose pins it
+# leaves as they are.
+$(VENV)/.cluster-installed: requirements-cluster.txt $(VENV)/.run-installed
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-cluster.txt
 	touch $@
 
 clean:

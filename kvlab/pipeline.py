@@ -5,8 +5,13 @@ Kept out of the ``.smk`` files so that it is tested on its own; the rules only c
 """
 
 import ast
+import contextlib
 import json
+import os
 import shlex
+import subprocess
+import sys
+import threading
 from functools import cache
 from itertools import product
 from pathlib import Path
@@ -55,6 +60,7 @@ def is_module(name, root="."):
     return name.split(".")[0] == "kvlab" and (path.with_suffix(".py").is_file() or path.is_dir())
 
 
+@cache
 def command_code(command, root="."):
     """Every ``kvlab`` source file a ``python -m kvlab COMMAND`` job runs: derived from the imports, so that
     editing one reruns exactly the jobs that import it."""
@@ -73,6 +79,18 @@ def command_code(command, root="."):
 
 
 STAMPS = "work/stamps"
+
+
+@cache
+def code_stamp(command, root="."):
+    """The stamp of the code a ``kvlab COMMAND`` job runs: the files of :func:`command_code` with their times and
+    sizes, rewritten only when one of them changes. One input per job instead of the dozens of files behind it
+    keeps Snakemake's own start-up small (it handles every input of every job on every run)."""
+    files = {}
+    for name in command_code(command, root):
+        status = os.stat(Path(root, name))
+        files[name] = [status.st_mtime_ns, status.st_size]
+    return write_stamp("code", {"command": command}, files)
 
 
 def write_stamp(rule, wildcards, settings):
@@ -539,3 +557,39 @@ def all_targets(config):
     policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
     planner = mrc_targets(config) + list(map(plan_path, config["plans"]))
     return lab + replay + policies + planner + ttft_targets(config) + list(map(plot_path, plot_inputs(config)))
+
+
+class JobError(RuntimeError):
+    """A job's command failed; its log says why."""
+
+
+JOB_LOCK = threading.Lock()  # one job in this process at a time: commands write through sys.stdout and stderr
+
+
+def run_job(line, log, stdout=None):
+    """Run ``kvlab LINE`` (shell-quoted) as a Snakemake job: its standard error to ``log`` and, where the command
+    writes its result there, its standard output to ``stdout`` whole (a temporary file renamed at the end).
+
+    A job runs inside Snakemake's own process (the profile's ``force-use-threads``): what a command imports
+    (numpy, pandas, numba and its kernels, matplotlib) is imported once per run, not once per job, which was
+    most of a small job's cost. A job that reads a trace (``--trace``), whose work outweighs any start-up,
+    runs in a process of its own instead, so that large jobs run side by side on every core.
+    """
+    argv = shlex.split(line)
+    temporary = Path(f"{stdout}.tmp") if stdout else None
+    with open(log, "w", encoding="utf-8") as errors:
+        with open(temporary, "w", encoding="utf-8") if temporary else contextlib.nullcontext(errors) as out:
+            if "--trace" in argv:
+                command = [sys.executable, "-m", "kvlab", *argv]
+                code = subprocess.run(command, stdout=out, stderr=errors, stdin=subprocess.DEVNULL).returncode
+            else:
+                from kvlab.cli import main
+
+                with JOB_LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(errors):
+                    code = main(argv)
+    if code:
+        if temporary:
+            temporary.unlink(missing_ok=True)
+        raise JobError(f"kvlab {argv[0]} failed (exit code {code}); see {log}")
+    if temporary:
+        os.replace(temporary, stdout)

@@ -3,14 +3,17 @@
 import os
 import sys
 
+from snakemake.utils import format as line
+
 from kvlab import pipeline
 from kvlab.config import validate
 
 validate(config)
 pipeline.check_config(config)
 
-# `python` in a rule is the interpreter that runs Snakemake (the project's .venv), whatever
-# else is on PATH; a conda environment, when used, activates in front of it.
+# Jobs run `kvlab COMMAND` through pipeline.run_job; `line("...")` formats a command line from the job's
+# input, output, params and wildcards, as a shell directive would. A job that runs a process of its own
+# (a trace's) runs `python -m kvlab` with the interpreter that runs Snakemake (the project's .venv).
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 
@@ -42,8 +45,9 @@ def stamp(rule, *settings):
 
 
 def code(command):
-    """The kvlab source files a `python -m kvlab COMMAND` job runs, derived from the imports."""
-    return pipeline.command_code(command)
+    """The stamp of the kvlab source files a `kvlab COMMAND` job runs (derived from the imports): it changes
+    when one of them does."""
+    return pipeline.code_stamp(command)
 
 
 PLOT_INPUTS = pipeline.plot_inputs(config)

@@ -13,8 +13,8 @@ rule lab_run:
         run=pipeline.name_pattern(config["runs"]),
     params:
         args=run_args,
-    shell:
-        "python -m kvlab scenario {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+    run:
+        pipeline.run_job(line("scenario {params.args}"), log[0], stdout=output[0])
 
 
 rule sweep_point:
@@ -30,8 +30,8 @@ rule sweep_point:
         value=r"\d+",
     params:
         args=sweep_point_args,
-    shell:
-        "python -m kvlab scenario {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+    run:
+        pipeline.run_job(line("scenario {params.args}"), log[0], stdout=output[0])
 
 
 rule sweep_collect:
@@ -47,6 +47,10 @@ rule sweep_collect:
         sweep=pipeline.name_pattern(config["sweeps"]),
     params:
         record=sweep_record,
-    shell:
-        "python -m kvlab collect --pass {params.record[pass]} --value {params.record[value]}"
-        " --out {output:q} {input.points:q} 2> {log:q}"
+    run:
+        pipeline.run_job(
+            line(
+                "collect --pass {params.record[pass]} --value {params.record[value]} --out {output:q} {input.points:q}"
+            ),
+            log[0],
+        )

@@ -11,8 +11,8 @@ rule example_measurement:
         "logs/example_measurement.log",
     params:
         args=pipeline.example_measurement_args(config),
-    shell:
-        "python -m kvlab example-measurement {params.args} --out {output:q} 2> {log:q}"
+    run:
+        pipeline.run_job(line("example-measurement {params.args} --out {output:q}"), log[0])
 
 
 rule measurement_copy:
@@ -35,5 +35,5 @@ rule measured:
         report("results/measured.json", caption="../report/measured.rst", category="1. The lab"),
     log:
         "logs/measured.log",
-    shell:
-        "python -m kvlab summarize {input.measurement:q} {output:q} 2> {log:q}"
+    run:
+        pipeline.run_job(line("summarize {input.measurement:q} {output:q}"), log[0])

@@ -16,9 +16,12 @@ rule mrc_gpu:
         block=r"\d+",
     params:
         args=mrc_args,
-    shell:
-        "python -m kvlab mrc {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
-        " && mv {output.cliffs:q}.tmp {output.cliffs:q}"
+    run:
+        pipeline.run_job(
+            line("mrc {params.args} --curve {output.curve:q}"),
+            log[0],
+            stdout=output.cliffs,
+        )
 
 
 rule mrc_cpu:
@@ -36,9 +39,12 @@ rule mrc_cpu:
         gpu=r"\d+",
     params:
         args=mrc_args,
-    shell:
-        "python -m kvlab mrc {params.args} --curve {output.curve:q} > {output.cliffs:q}.tmp 2> {log:q}"
-        " && mv {output.cliffs:q}.tmp {output.cliffs:q}"
+    run:
+        pipeline.run_job(
+            line("mrc {params.args} --curve {output.curve:q}"),
+            log[0],
+            stdout=output.cliffs,
+        )
 
 
 rule plan:
@@ -57,5 +63,5 @@ rule plan:
         plan=pipeline.name_pattern(config["plans"]),
     params:
         args=plan_args,
-    shell:
-        "python -m kvlab plan {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+    run:
+        pipeline.run_job(line("plan {params.args}"), log[0], stdout=output[0])

@@ -20,5 +20,8 @@ rule plot:
         plot=pipeline.name_pattern(PLOT_INPUTS),
     params:
         args=plot_args,
-    shell:
-        "python -m kvlab plots {wildcards.plot} {params.args} --out {output:q} {input.artifacts:q} 2> {log:q}"
+    run:
+        pipeline.run_job(
+            line("plots {wildcards.plot} {params.args} --out {output:q} {input.artifacts:q}"),
+            log[0],
+        )

@@ -16,8 +16,8 @@ rule policy_cliff:
         "logs/policy_cliff.log",
     params:
         args=pipeline.policy_cliff_args(config),
-    shell:
-        "python -m kvlab policies cliff {params.args} --out {output:q} 2> {log:q}"
+    run:
+        pipeline.run_job(line("policies cliff {params.args} --out {output:q}"), log[0])
 
 
 rule policy_table:
@@ -32,5 +32,5 @@ rule policy_table:
         workload=pipeline.name_pattern(config["policies"]["tables"]["workloads"]),
     params:
         args=policy_table_args,
-    shell:
-        "python -m kvlab policies table {params.args} --out {output:q} 2> {log:q}"
+    run:
+        pipeline.run_job(line("policies table {params.args} --out {output:q}"), log[0])

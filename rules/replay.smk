@@ -17,8 +17,8 @@ rule replay_point:
         block=r"\d+",
     params:
         args=replay_args,
-    shell:
-        "python -m kvlab replay {params.args} > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
+    run:
+        pipeline.run_job(line("replay {params.args}"), log[0], stdout=output[0])
 
 
 rule replay_table:
@@ -32,5 +32,5 @@ rule replay_table:
         "logs/replay_table/{workload}.log",
     wildcard_constraints:
         workload=pipeline.name_pattern(config["replay"]["workloads"]),
-    shell:
-        "python -m kvlab replay-table --out {output:q} {input.points:q} 2> {log:q}"
+    run:
+        pipeline.run_job(line("replay-table --out {output:q} {input.points:q}"), log[0])

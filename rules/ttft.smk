@@ -18,9 +18,13 @@ rule ttft_fit:
         "logs/ttft/fit.log",
     params:
         args=pipeline.ttft_fit_args(config),
-    shell:
-        "python -m kvlab ttft fit --measurement {input.measurement:q} {params.args}"
-        " --model {output.model:q} --table {output.table:q} 2> {log:q}"
+    run:
+        pipeline.run_job(
+            line(
+                "ttft fit --measurement {input.measurement:q} {params.args} --model {output.model:q} --table {output.table:q}"
+            ),
+            log[0],
+        )
 
 
 rule ttft_sweep:
@@ -36,8 +40,11 @@ rule ttft_sweep:
         sweep=pipeline.name_pattern(config["ttft"]["sweeps"]),
     params:
         args=ttft_sweep_args,
-    shell:
-        "python -m kvlab ttft sweep --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
+    run:
+        pipeline.run_job(
+            line("ttft sweep --model {input.model:q} {params.args} --out {output:q}"),
+            log[0],
+        )
 
 
 rule ttft_budgets:
@@ -57,5 +64,8 @@ rule ttft_budgets:
         ),
     params:
         args=pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
-    shell:
-        "python -m kvlab ttft budgets --model {input.model:q} {params.args} --out {output:q} 2> {log:q}"
+    run:
+        pipeline.run_job(
+            line("ttft budgets --model {input.model:q} {params.args} --out {output:q}"),
+            log[0],
+        )
