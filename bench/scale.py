@@ -80,28 +80,46 @@ TINY = "1k"
 DEFAULT_SIZES = "1x,4x,16x"
 DEFAULT_JSON = ROOT / "work" / "bench" / "scale.json"
 ORACLE_GENERAL = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
-ROWS = ("replay", "libCacheSim", "libCacheSim, file order", "kvcache-sim", "mrc")
+MODEL_CONFIG = ROOT / "models" / "Qwen2.5-7B-Instruct" / "config.json"
+ROWS = (
+    "replay",
+    "libCacheSim, default table",
+    "libCacheSim, sized table",
+    "libCacheSim, sized, file order",
+    "kvcache-sim",
+    "mrc",
+    "plan",
+)
+KVLAB_ROWS = ("replay", "mrc", "plan")
+# Peak bytes per access above start-up of a peer, before this run measures it (2026-11 figures at 16x); a peer
+# whose projected peak passes --peer-memory is skipped at that size, with the reason printed.
+PEER_BYTES_PER_ACCESS = {"kvcache-sim": 116.0}
 TARGETS = {
-    "replay / libCacheSim": ("<=", 2.0, "kvlab replay per access at most 2x libCacheSim's LRU"),
+    "replay / libCacheSim default": ("<=", 2.0, "kvlab replay per access at most 2x libCacheSim's LRU (its defaults)"),
+    "replay / libCacheSim sized": ("<=", 2.0, "the same beside libCacheSim with its hash table sized for the room"),
     "kvcache-sim / replay": (">=", 4.0, "kvcache-simulator at least 4x kvlab replay's time"),
     "mrc / replay": ("<=", 2.0, "the whole curve at most 2x one replay"),
     "mrc bytes/access above start-up": ("<=", 48.0, "kvlab mrc's memory above start-up per access"),
+    "replay, mrc, plan complete": ("==", 1.0, "the whole replay, mrc and plan commands finish on this machine"),
 }
 
 
 # ---- the children: one tool each, run as ``scale.py --child NAME ARGS``; they print one JSON object
 
 
-def child_libcachesim(path, capacity, runs=3):
-    """libCacheSim's LRU over an oracleGeneral file of unit-sized blocks; only process_trace is timed (best of 3)."""
+def child_libcachesim(path, capacity, table, runs=3):
+    """libCacheSim's LRU over an oracleGeneral file of unit-sized blocks; only process_trace is timed (best of 3).
+    ``table``: ``default`` (its 2^24 buckets) or ``sized`` (2^(bits of the room + 1) buckets)."""
     import libcachesim
 
     requests = Path(path).stat().st_size // ORACLE_GENERAL.itemsize
     best = {}
     for _ in range(int(runs)):
         reader = libcachesim.TraceReader(str(path), libcachesim.TraceType.ORACLE_GENERAL_TRACE)
-        # A hash table sized for the room (the default, 2^24 buckets, is 128 MiB that random keys touch all over).
-        cache = libcachesim.LRU(int(capacity), hashpower=max(10, int(capacity).bit_length() + 1))
+        if table == "sized":  # the default, 2^24 buckets, is 128 MiB that random keys touch all over
+            cache = libcachesim.LRU(int(capacity), hashpower=max(10, int(capacity).bit_length() + 1))
+        else:
+            cache = libcachesim.LRU(int(capacity))
         before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         miss_ratio, _ = cache.process_trace(reader)
         wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
@@ -187,22 +205,26 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def measured(command, cwd, repeat=1):
-    """Run ``command`` ``repeat`` times; return the least CPU seconds, the largest peak bytes (from os.wait4,
-    its children included) and the last stdout."""
+def measured(command, repeat=1):
+    """Run ``command`` ``repeat`` times in the repository root; return ``{cpu_s, peak_bytes, stdout, error}``: the
+    least CPU seconds, the largest peak bytes (from os.wait4, its children included), the last stdout, and for a
+    command that failed (a stop by ``--max-memory``, a kill) its exit status and last line on stderr (else None)."""
     best_cpu, top_peak = math.inf, 0
     for _ in range(repeat):
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as folder:
             usage_path = Path(folder) / "usage.json"
             spawner = [sys.executable, "-S", "-c", SPAWNER, str(usage_path), *map(str, command)]
-            done = subprocess.run(spawner, stdout=out, stderr=err, cwd=cwd, check=False)
+            done = subprocess.run(spawner, stdout=out, stderr=err, cwd=ROOT, check=False)
             out.seek(0), err.seek(0)
             stdout, stderr = out.read().decode(), err.read().decode()
-            if done.returncode:
-                sys.exit(f"failed ({done.returncode}): {' '.join(map(str, command))}\n{stderr.strip()}")
             usage = json.loads(usage_path.read_text())
         best_cpu, top_peak = min(best_cpu, usage["cpu_s"]), max(top_peak, usage["peak_bytes"])
-    return best_cpu, top_peak, stdout
+        if done.returncode:
+            lines = [line for line in stderr.strip().splitlines() if line.strip()]
+            error = f"exit {done.returncode}: {lines[-1].strip() if lines else '(nothing on stderr)'}"
+            print(f"failed: {' '.join(map(str, command))}\n{stderr.strip()[-4000:]}", file=sys.stderr, flush=True)
+            return {"cpu_s": usage["cpu_s"], "peak_bytes": usage["peak_bytes"], "stdout": stdout, "error": error}
+    return {"cpu_s": best_cpu, "peak_bytes": top_peak, "stdout": stdout, "error": None}
 
 
 def child_command(name, *args):
@@ -210,8 +232,14 @@ def child_command(name, *args):
 
 
 def kvlab_command(command, trace, *flags):
-    flags = [*flags, "--block-tokens", str(BLOCK)]
+    size_flag = "--chunk-tokens" if command == "plan" else "--block-tokens"
+    flags = [*flags, size_flag, str(BLOCK)]
     return [sys.executable, "-m", "kvlab", command, "--workload", "mooncake", "--trace", str(trace), *flags]
+
+
+def plan_command(trace, gpu_tokens, cpu_gb):
+    flags = ["--model-config", MODEL_CONFIG, "--gpu-tokens", gpu_tokens, "--cpu-gb", f"{cpu_gb:g}"]
+    return kvlab_command("plan", trace, *map(str, flags), "--write-policy", "write-through")
 
 
 def load_trace(path):

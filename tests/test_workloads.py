@@ -12,11 +12,12 @@ import math
 import random
 
 import pytest
+import yaml
 from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.traces import MOONCAKE, TraceError, read
+from kvlab.traces import FORMATS, MOONCAKE, TraceError, read
 from kvlab.workloads import WORKLOADS, Workload, WorkloadError, repeat_documents
 
 Lab = WORKLOADS["lab"]
@@ -446,3 +447,12 @@ def test_option_names_are_unique_and_flags_follow_them():
         assert option.flag == "--" + option.name.replace("_", "-")
         assert option.help
         assert not option.choices or option.default in option.choices
+
+
+def test_the_config_schema_knows_every_source_and_which_read_a_trace():
+    """config.yaml's schema lists the sources of the registry, and needs ``trace`` exactly for the trace formats."""
+    schema = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
+    workload = schema["$defs"]["replay_workload"]
+    assert workload["properties"]["source"]["enum"] == list(WORKLOADS)
+    traced = [rule for rule in workload["allOf"] if "trace" in rule.get("then", {}).get("required", [])]
+    assert [rule["if"]["properties"]["source"]["enum"] for rule in traced] == [list(FORMATS)]
