@@ -338,92 +338,236 @@ def reference_file_order(ids, ends, full, capacity):
     return {"hits": prefix + partial + after_miss, "prefix": prefix, "partial": partial, "after_miss": after_miss}
 
 
-def measure_size(trace, capacity, gpu_tokens, kvlab_root, folder, check=True, repeat=1):
-    """Every row's CPU seconds, peak bytes and hits on one trace, and the checks' figures."""
-    rows, checks = {}, {}
-    cpu, peak, out = measured(kvlab_command("replay", trace, "--gpu-tokens", str(gpu_tokens)), kvlab_root, repeat)
-    replay = json.loads(out)
-    rows["replay"] = {"cpu_s": cpu, "peak_bytes": peak, "hits": f"{replay['gpu_hit_blocks']:,} blocks"}
-    cpu, peak, out = measured(kvlab_command("mrc", trace), kvlab_root, repeat)
-    rows["mrc"] = {"cpu_s": cpu, "peak_bytes": peak, "hits": "(every room)"}
+def row_of(run, hits):
+    """A table row from a :func:`measured` run: its figures, or its failure."""
+    row = {"cpu_s": run["cpu_s"], "peak_bytes": run["peak_bytes"], "status": "ok", "hits": hits}
+    if run["error"]:
+        row.update(status="failed", note=run["error"], hits=f"failed, {run['error']}")
+    return row
 
-    ids, ends, full = load_trace(trace)
-    ordered = kvlab_order(ids, ends, full)
-    for row, keys in (("libCacheSim", ordered), ("libCacheSim, file order", ids)):
-        path = Path(folder) / "accesses.oracleGeneral"
-        write_oracle_general(path, keys)
-        _, peak, out = measured(child_command("libcachesim", path, capacity), ROOT)
-        simulated = json.loads(out)
-        path.unlink()
-        rows[row] = {"cpu_s": simulated["sim_cpu_s"], "peak_bytes": peak, "hits": f"{simulated['hits']:,} blocks"}
-        rows[row].update(hit_blocks=simulated["hits"], accesses_simulated=simulated["requests"])
 
-    cpu, peak, out = measured(child_command("kvcache-sim", trace, capacity), ROOT, repeat)
-    kvsim = json.loads(out)
-    window = (
-        f"{kvsim['hit_tokens']:,} tokens in its window" if kvsim["measurement"] == "fixed_window" else "(underfilled)"
-    )
-    rows["kvcache-sim"] = {"cpu_s": cpu, "peak_bytes": peak, "hits": window, "result": kvsim}
+def skipped_row(reason):
+    return {"cpu_s": None, "peak_bytes": None, "status": "skipped", "note": reason, "hits": f"skipped: {reason}"}
 
-    checks["accesses"] = {"trace": len(ids), "replay": replay["block_accesses"]}
-    if replay["block_accesses"] != len(ids):
-        sys.exit(f"{trace}: the replay counts {replay['block_accesses']:,} accesses, the trace has {len(ids):,}")
-    if check:
-        prefix_hits, access_hits = reference_lru(ids, ends, full, capacity)
-        checks["libCacheSim"] = {
-            "replay_gpu_hit_blocks": replay["gpu_hit_blocks"],
-            "libcachesim_hits": rows["libCacheSim"]["hit_blocks"],
-            "reference_prefix_hits": prefix_hits,
-            "reference_access_hits": access_hits,
-            "self_evicted_prefix_blocks": prefix_hits - access_hits,
-            "file_order_hits": rows["libCacheSim, file order"]["hit_blocks"],
-            "file_order_reference": reference_file_order(ids, ends, full, capacity),
-        }
-        file_order = checks["libCacheSim"]["file_order_reference"]["hits"]
-        if (prefix_hits, access_hits, file_order) != (
-            replay["gpu_hit_blocks"],
-            rows["libCacheSim"]["hit_blocks"],
-            rows["libCacheSim, file order"]["hit_blocks"],
+
+def agree(checks, name, **values):
+    """Record whether ``values`` are all equal under ``checks[name]``; print a loud line when they are not."""
+    same = len({json.dumps(value) for value in values.values()}) == 1
+    checks[name] = {**values, "agree": same}
+    if not same:
+        print(f"CHECK FAILED: {name}: {values}", file=sys.stderr, flush=True)
+    return same
+
+
+def measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb=4.0, check=True, repeat=1, skip=None):
+    """Every row's CPU seconds, peak bytes and hits on one trace, and the checks' figures. ``skip``: ``{row:
+    reason}`` for peers not run at this size."""
+    skip = skip or {}
+    rows, checks, out = {}, {}, {}
+    # The whole commands first, while this process holds no trace.
+    commands = {
+        "replay": kvlab_command("replay", trace, "--gpu-tokens", str(gpu_tokens)),
+        "mrc": kvlab_command("mrc", trace),
+        "plan": plan_command(trace, gpu_tokens, plan_cpu_gb),
+    }
+    for name, command in commands.items():
+        run = measured(command, repeat)
+        out[name] = None if run["error"] else json.loads(run["stdout"])
+        if out[name] is None:
+            hits = ""
+        elif name == "replay":
+            hits = f"{out[name]['gpu_hit_blocks']:,} blocks"
+        elif name == "mrc":
+            hits = "(every room)"
+        else:
+            hits = f"{out[name]['gpu_hit_tokens']:,} GPU + {out[name]['cpu_hit_tokens']:,} CPU hit tokens"
+        rows[name] = row_of(run, hits)
+    replay, mrc, plan = out["replay"], out["mrc"], out["plan"]
+
+    kvsim = None
+    if "kvcache-sim" in skip:
+        rows["kvcache-sim"] = skipped_row(skip["kvcache-sim"])
+    else:
+        run = measured(child_command("kvcache-sim", trace, capacity), repeat)
+        kvsim = None if run["error"] else json.loads(run["stdout"])
+        window = ""
+        if kvsim:
+            window = "(underfilled)"
+            if kvsim["measurement"] == "fixed_window":
+                window = f"{kvsim['hit_tokens']:,} tokens in its window"
+        rows["kvcache-sim"] = {**row_of(run, window), "result": kvsim}
+
+    not_checked = []
+    if check and replay and kvsim:
+        run = measured(child_command("kvcache-sim-check", trace, capacity))
+        same_terms = None if run["error"] else json.loads(run["stdout"])
+        if same_terms is None or same_terms["measurement"] != "fixed_window":
+            not_checked.append(f"kvcache-sim on kvlab's terms: {run['error'] or same_terms['measurement']}")
+        else:
+            agree(
+                checks,
+                "kvcache-sim",
+                replay_gpu_hit_tokens=replay["gpu_hit_tokens"],
+                kvcache_sim_hit_tokens_same_terms=same_terms["hit_tokens"],
+            )
+            checks["kvcache-sim"].update(
+                replay_gpu_hit_blocks=replay["gpu_hit_blocks"],
+                kvcache_sim_hit_tokens_own_window=kvsim["hit_tokens"],
+                kvcache_sim_window_requests=kvsim["requests"] - kvsim["warmup_requests"],
+            )
+    elif check:
+        not_checked.append("kvcache-sim (" + ("skipped" if "kvcache-sim" in skip else "no replay or no run") + ")")
+
+    if check and plan and replay and mrc:
+        # The plan's GPU and CPU hits at its rooms are a replay's with the CPU room it names; its full reuse is the
+        # curve's, and a replay with the CPU room it says full reuse takes reaches it.
+        agree(checks, "plan GPU hits", plan=plan["gpu_hit_tokens"], replay=replay["gpu_hit_tokens"])
+        agree(checks, "plan max hit ratio", plan=plan["max_token_hit_ratio"], mrc=mrc["max_token_hit_ratio"])
+        for name, cpu_tokens in (
+            ("plan at its CPU room", plan["cache"]["cpu_tokens"]),
+            ("plan full reuse", plan["cpu_tokens_for_full_reuse"]),
         ):
-            sys.exit(f"{trace}: hits disagree: {checks['libCacheSim']}")
-        _, _, out = measured(child_command("kvcache-sim-check", trace, capacity), ROOT)
-        same_terms = json.loads(out)
-        checks["kvcache-sim"] = {
-            "replay_gpu_hit_tokens": replay["gpu_hit_tokens"],
-            "replay_gpu_hit_blocks": replay["gpu_hit_blocks"],
-            "kvcache_sim_hit_tokens_same_terms": same_terms["hit_tokens"],
-            "kvcache_sim_hit_tokens_own_window": kvsim["hit_tokens"],
-            "kvcache_sim_window_requests": kvsim["requests"] - kvsim["warmup_requests"],
-        }
-        if same_terms["measurement"] != "fixed_window" or same_terms["hit_tokens"] != replay["gpu_hit_tokens"]:
-            sys.exit(f"{trace}: kvcache-simulator disagrees with the replay: {same_terms} vs {replay}")
+            run = measured(kvlab_command("replay", trace, "--gpu-tokens", str(gpu_tokens), "--cpu-tokens", cpu_tokens))
+            if run["error"]:
+                not_checked.append(f"{name}: the replay with --cpu-tokens {cpu_tokens}: {run['error']}")
+                continue
+            tiered = json.loads(run["stdout"])
+            got = [tiered["gpu_hit_tokens"], tiered["cpu_hit_tokens"]]
+            if name == "plan at its CPU room":
+                agree(checks, name, plan=[plan["gpu_hit_tokens"], plan["cpu_hit_tokens"]], replay=got)
+            else:
+                agree(checks, name, mrc_reusable_tokens=mrc["reusable_tokens"], replay_hit_tokens=sum(got))
+            checks[name]["cpu_tokens"] = cpu_tokens
+    elif check:
+        not_checked.append("plan (the replay, mrc or plan failed)")
+
+    # Then libCacheSim over the trace's accesses, read here.
+    ids, ends, full = load_trace(trace)
+    files = {}
+    for order, keys in (("kvlab", lambda: kvlab_order(ids, ends, full)), ("file", lambda: ids)):
+        files[order] = Path(folder) / f"accesses-{order}.oracleGeneral"
+        write_oracle_general(files[order], keys())
+    lib = {}
+    for row, order, table in (
+        ("libCacheSim, default table", "kvlab", "default"),
+        ("libCacheSim, sized table", "kvlab", "sized"),
+        ("libCacheSim, sized, file order", "file", "sized"),
+    ):
+        run = measured(child_command("libcachesim", files[order], capacity, table))
+        simulated = None if run["error"] else json.loads(run["stdout"])
+        lib[row] = simulated and simulated["hits"]
+        rows[row] = row_of(run, simulated and f"{simulated['hits']:,} blocks")
+        if simulated:  # only process_trace's CPU time counts, not the loading
+            rows[row].update(cpu_s=simulated["sim_cpu_s"], accesses_simulated=simulated["requests"])
+    for path in files.values():
+        path.unlink()
+
+    if replay:
+        agree(checks, "accesses", trace=len(ids), replay=replay["block_accesses"])
+    if check and replay and all(lib.values()):
+        prefix_hits, access_hits = reference_lru(ids, ends, full, capacity)
+        file_order = reference_file_order(ids, ends, full, capacity)
+        agree(checks, "replay = reference prefix hits", replay=replay["gpu_hit_blocks"], reference=prefix_hits)
+        agree(
+            checks,
+            "libCacheSim = reference access hits",
+            default_table=lib["libCacheSim, default table"],
+            sized_table=lib["libCacheSim, sized table"],
+            reference=access_hits,
+        )
+        agree(
+            checks,
+            "libCacheSim file order = reference",
+            libcachesim=lib["libCacheSim, sized, file order"],
+            reference=file_order["hits"],
+        )
+        checks["libCacheSim = reference access hits"]["self_evicted_prefix_blocks"] = prefix_hits - access_hits
+        checks["libCacheSim file order = reference"]["split"] = file_order
+    elif check:
+        not_checked.append("libCacheSim (the replay or a libCacheSim run failed)")
+    if check:
+        checks["not_checked"] = not_checked
+        for line in not_checked:
+            print(f"not checked: {line}", file=sys.stderr, flush=True)
     return rows, checks
 
 
-def startup(capacity, gpu_tokens, kvlab_root, folder, repeat, traces):
+def startup(capacity, gpu_tokens, folder, repeat, traces, plan_cpu_gb):
     """Each row's command on the tiny trace, twice (warm-up, then measured): its start-up peak and CPU."""
     trace = scale_traces.ensure(TINY, traces, log=lambda line: None)["path"]
-    measure_size(trace, capacity, gpu_tokens, kvlab_root, folder, check=False)  # warm-up
-    return measure_size(trace, capacity, gpu_tokens, kvlab_root, folder, check=False, repeat=repeat)[0]
+    measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb, check=False)  # warm-up
+    rows = measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb, check=False, repeat=repeat)[0]
+    failed = {row: f["note"] for row, f in rows.items() if f["status"] != "ok"}
+    if failed:
+        sys.exit(f"start-up runs on the tiny trace failed: {failed}")
+    return rows
+
+
+def available_bytes():
+    """MemAvailable now (bytes), or None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def peers_to_skip(accesses, base, done, limit):
+    """``{peer: reason}`` for each peer whose projected peak at ``accesses`` passes ``limit`` bytes (or 80% of the
+    memory available now): its start-up peak plus bytes per access (the largest of the assumed rate and the rates
+    this run measured at smaller sizes) times the accesses."""
+    now = available_bytes()
+    cap = min(limit, int(0.8 * now)) if now else limit
+    skip = {}
+    for peer, assumed in PEER_BYTES_PER_ACCESS.items():
+        rates = [
+            figures["rows"][peer]["above_startup_bytes"] / figures["accesses"]
+            for figures in done.values()
+            if figures["rows"][peer]["status"] == "ok" and figures["accesses"] >= 1_000_000
+        ]
+        rate = max([assumed, *rates])
+        projected = base[peer]["peak_bytes"] + rate * accesses
+        if projected > cap:
+            skip[peer] = (
+                f"its projected peak, {projected / 1e9:,.1f} GB ({rate:.0f} B/access x {accesses:,} accesses"
+                f" + start-up), passes the {cap / 1e9:,.1f} GB allowed"
+                f" (--peer-memory {limit / 1e9:g} GB, 80% of the {(now or 0) / 1e9:,.1f} GB available now)"
+            )
+    return skip
+
+
+def over(figures, a, b):
+    return None if figures[a] is None or figures[b] is None else figures[a] / figures[b]
 
 
 def ratio_rows(sizes):
     ratios = {}
     for size, figures in sizes.items():
-        us = {row: figures["rows"][row]["us_per_access"] for row in ROWS}
-        mrc_above = figures["rows"]["mrc"]["above_startup_bytes"]
+        rows = figures["rows"]
+        us = {row: rows[row]["us_per_access"] for row in ROWS}
+        mrc_above = rows["mrc"]["above_startup_bytes"]
         ratios[size] = {
-            "replay / libCacheSim": us["replay"] / us["libCacheSim"],
-            "kvcache-sim / replay": us["kvcache-sim"] / us["replay"],
-            "mrc / replay": us["mrc"] / us["replay"],
-            "mrc bytes/access above start-up": mrc_above / figures["accesses"],
+            "replay / libCacheSim default": over(us, "replay", "libCacheSim, default table"),
+            "replay / libCacheSim sized": over(us, "replay", "libCacheSim, sized table"),
+            "kvcache-sim / replay": over(us, "kvcache-sim", "replay"),
+            "mrc / replay": over(us, "mrc", "replay"),
+            "mrc bytes/access above start-up": None if mrc_above is None else mrc_above / figures["accesses"],
+            "replay, mrc, plan complete": float(all(rows[row]["status"] == "ok" for row in KVLAB_ROWS)),
         }
     return ratios
 
 
 def passes(name, value):
     sign, target, _ = TARGETS[name]
-    return value <= target if sign == "<=" else value >= target
+    if value is None:
+        return None
+    return {"<=": value <= target, ">=": value >= target, "==": value == target}[sign]
+
+
+def cell(value, spec, missing="—"):
+    return missing if value is None else format(value, spec)
 
 
 def markdown(result):
@@ -434,10 +578,12 @@ def markdown(result):
     for size, figures in result["sizes"].items():
         for row in ROWS:
             f = figures["rows"][row]
+            peak = None if f["peak_bytes"] is None else f["peak_bytes"] / 1e6
+            above = None if f["above_startup_bytes"] is None else f["above_startup_bytes"] / 1e6
             lines.append(
-                f"| {size} | {figures['accesses']:,} | {row} | {f['us_per_access']:.3f}"
-                f" | {f['us_per_access_above_startup']:.3f} | {f['cpu_s']:.2f}"
-                f" | {f['peak_bytes'] / 1e6:,.1f} | {f['above_startup_bytes'] / 1e6:,.1f} | {f['hits']} |"
+                f"| {size} | {figures['accesses']:,} | {row} | {cell(f['us_per_access'], '.3f')}"
+                f" | {cell(f['us_per_access_above_startup'], '.3f')} | {cell(f['cpu_s'], '.2f')}"
+                f" | {cell(peak, ',.1f')} | {cell(above, ',.1f')} | {f['hits']} |"
             )
     startup = ", ".join(
         f"{row} {f['cpu_s']:.2f} s, {f['peak_bytes'] / 1e6:,.1f} MB" for row, f in result["startup"].items()
@@ -446,12 +592,15 @@ def markdown(result):
         "",
         f"Start-up (each command on the tiny trace {TINY}, after a warm-up run): {startup}.",
         "",
-        "| size | " + " | ".join(f"{name} (target {TARGETS[name][0]} {TARGETS[name][1]:g})" for name in TARGETS),
+        "| size | " + " | ".join(f"{name} ({TARGETS[name][0]} {TARGETS[name][1]:g})" for name in TARGETS) + " |",
+        "|---|" + "---:|" * len(TARGETS),
     ]
-    lines[-1] += " |"
-    lines.append("|---|" + "---:|" * len(TARGETS))
     for size, ratios in result["ratios"].items():
-        cells = [f"{value:.2f} {'pass' if passes(name, value) else 'FAIL'}" for name, value in ratios.items()]
+        cells = []
+        for name, value in ratios.items():
+            verdict = passes(name, value)
+            shown = ("yes" if value else "no") if TARGETS[name][0] == "==" else cell(value, ".2f")
+            cells.append(f"{shown} {'n/a' if verdict is None else 'pass' if verdict else 'FAIL'}")
         lines.append(f"| {size} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -460,6 +609,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma-separated (default {DEFAULT_SIZES}; add 100m)")
     parser.add_argument("--gpu-tokens", type=int, help="the room G (default: a quarter of the 1x distinct blocks)")
+    parser.add_argument(
+        "--plan-cpu-gb", type=float, default=4.0, help="the plan row's --cpu-gb (GiB; default 4), model Qwen2.5-7B"
+    )
+    parser.add_argument(
+        "--peer-memory",
+        default="16G",
+        help="skip a peer (kvcache-simulator) at a size where its projected peak passes this (default 16G, and"
+        " never more than 80%% of the memory available)",
+    )
     parser.add_argument("--traces", default=str(scale_traces.DEFAULT_OUT), help="the traces' folder")
     parser.add_argument(
         "--json", default=str(DEFAULT_JSON), help="where the figures go (default work/bench/scale.json)"
@@ -467,7 +625,6 @@ def main(argv=None):
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each whole command; the least CPU counts (default 1)"
     )
-    parser.add_argument("--kvlab-root", default=str(ROOT), help="run `python -m kvlab` from this checkout")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -480,17 +637,20 @@ def main(argv=None):
     if gpu_tokens < BLOCK or gpu_tokens % BLOCK:
         parser.error(f"--gpu-tokens must be a positive multiple of {BLOCK}")
     capacity = gpu_tokens // BLOCK
+    try:
+        peer_memory = memory_bytes(args.peer_memory)
+    except ValueError as error:
+        parser.error(str(error))
     sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
     for size in sizes:
         try:
             scale_traces.target_accesses(size, sources)
         except ValueError as error:
             parser.error(str(error))
-    kvlab_root = Path(args.kvlab_root).resolve()
     print(
         f"room G = {gpu_tokens:,} tokens = {capacity:,} blocks of {BLOCK}"
         f" ({'given' if args.gpu_tokens else f'a quarter of the 1x trace distinct {sources[0].distinct:,} blocks'});"
-        f" kvlab from {kvlab_root}; {os.cpu_count()} CPUs",
+        f" plan: {MODEL_CONFIG.relative_to(ROOT)}, --cpu-gb {args.plan_cpu_gb:g}; {os.cpu_count()} CPUs",
         flush=True,
     )
     work = Path(args.json).parent
@@ -499,8 +659,9 @@ def main(argv=None):
         "gpu_tokens": gpu_tokens,
         "capacity_blocks": capacity,
         "block_tokens": BLOCK,
+        "plan": {"model_config": str(MODEL_CONFIG.relative_to(ROOT)), "cpu_gb": args.plan_cpu_gb},
+        "peer_memory_bytes": peer_memory,
         "repeat": args.repeat,
-        "kvlab_root": str(kvlab_root),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "targets": {
             name: {"sign": sign, "value": value, "what": what} for name, (sign, value, what) in TARGETS.items()
@@ -509,46 +670,51 @@ def main(argv=None):
     }
     with tempfile.TemporaryDirectory(dir=work) as folder:
         start = time.perf_counter()
-        base = startup(capacity, gpu_tokens, kvlab_root, folder, args.repeat, args.traces)
+        base = startup(capacity, gpu_tokens, folder, args.repeat, args.traces, args.plan_cpu_gb)
         result["startup"] = {row: {"cpu_s": f["cpu_s"], "peak_bytes": f["peak_bytes"]} for row, f in base.items()}
         print(f"start-up runs on the tiny trace: {time.perf_counter() - start:.1f} s", flush=True)
         for size in sizes:
             meta = scale_traces.ensure(size, args.traces, sources)
+            skip = peers_to_skip(meta["accesses"], base, result["sizes"], peer_memory)
+            for peer, reason in skip.items():
+                print(f"{size}: {peer} skipped: {reason}", flush=True)
             start = time.perf_counter()
-            rows, checks = measure_size(meta["path"], capacity, gpu_tokens, kvlab_root, folder, repeat=args.repeat)
+            rows, checks = measure_size(
+                meta["path"], capacity, gpu_tokens, folder, args.plan_cpu_gb, repeat=args.repeat, skip=skip
+            )
             for row, f in rows.items():
-                f["us_per_access"] = f["cpu_s"] / meta["accesses"] * 1e6
-                f["above_startup_bytes"] = f["peak_bytes"] - base[row]["peak_bytes"]
-                f["us_per_access_above_startup"] = (f["cpu_s"] - base[row]["cpu_s"]) / meta["accesses"] * 1e6
-            replay_ratio = checks["libCacheSim"]["replay_gpu_hit_blocks"] / (meta["accesses"] or 1)
+                ok = f["status"] == "ok"
+                f["us_per_access"] = f["cpu_s"] / meta["accesses"] * 1e6 if ok else None
+                f["us_per_access_above_startup"] = (
+                    (f["cpu_s"] - base[row]["cpu_s"]) / meta["accesses"] * 1e6 if ok else None
+                )
+                f["above_startup_bytes"] = f["peak_bytes"] - base[row]["peak_bytes"] if ok else None
             result["sizes"][size] = {
                 "trace": Path(meta["path"]).name,
                 "requests": meta["requests"],
                 "accesses": meta["accesses"],
                 "distinct_blocks": meta["distinct_blocks"],
-                "replay_block_hit_ratio": replay_ratio,
+                "seconds": time.perf_counter() - start,
                 "rows": rows,
                 "checks": checks,
             }
-            lib, kv = checks["libCacheSim"], checks["kvcache-sim"]
-            file_order = lib["file_order_reference"]
-            kvsim = rows["kvcache-sim"]["result"]
-            print(
-                f"{size}: {meta['accesses']:,} accesses in {time.perf_counter() - start:.1f} s;"
-                f" replay {lib['replay_gpu_hit_blocks']:,} GPU hit blocks (block hit ratio {replay_ratio:.4f});"
-                f" libCacheSim in kvlab's order {lib['libcachesim_hits']:,} = those less"
-                f" {lib['self_evicted_prefix_blocks']:,} prefix blocks the request evicted itself"
-                f" (file order: {lib['file_order_hits']:,} = {file_order['prefix']:,} full-block prefix hits"
-                f" + {file_order['partial']:,} on last partial blocks + {file_order['after_miss']:,} after a miss);"
-                f" kvcache-simulator on kvlab's terms"
-                f" {kv['kvcache_sim_hit_tokens_same_terms']:,} hit tokens = replay's {kv['replay_gpu_hit_tokens']:,}"
-                f" (own window, last {kv['kvcache_sim_window_requests']:,} requests:"
-                f" {kv['kvcache_sim_hit_tokens_own_window']:,}; of its CPU {kvsim['cpp_cpu_s']:.2f} s"
-                f" in the C++ core, {kvsim['python_cpu_s']:.2f} s in Python)",
-                flush=True,
-            )
+            print(f"{size}: {meta['accesses']:,} accesses in {time.perf_counter() - start:.1f} s", flush=True)
+            for row in ROWS:
+                f = rows[row]
+                us = cell(f["us_per_access"], ".3f")
+                print(f"  {row}: {us} us/access, {f['hits']}", flush=True)
+            for name, figures in checks.items():
+                if name != "not_checked":
+                    print(f"  check {name}: {'agree' if figures['agree'] else 'DISAGREE'} {figures}", flush=True)
     result["ratios"] = ratio_rows(result["sizes"])
-    result["all_targets_pass"] = all(passes(n, v) for ratios in result["ratios"].values() for n, v in ratios.items())
+    verdicts = [passes(n, v) for ratios in result["ratios"].values() for n, v in ratios.items()]
+    result["all_targets_pass"] = all(verdict is not False for verdict in verdicts)
+    result["all_checks_agree"] = all(
+        figures["agree"]
+        for size in result["sizes"].values()
+        for name, figures in size["checks"].items()
+        if name != "not_checked"
+    )
     table = markdown(result)
     result["table"] = table
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
@@ -557,7 +723,21 @@ def main(argv=None):
     print()
     for name, (sign, value, what) in TARGETS.items():
         print(f"target: {name} {sign} {value:g}: {what}")
+    print(f"hit checks: {'all agree' if result['all_checks_agree'] else 'SOME DISAGREE (see above)'}")
     print(f"figures written to {args.json}")
+    if not result["all_checks_agree"]:
+        sys.exit(1)
+
+
+def memory_bytes(text):
+    """Bytes in ``16G``, ``512M``, ``2000000000`` (binary units)."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    number = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = number[-1:] if number[-1:] in units else ""
+    try:
+        return int(float(number[: len(number) - len(unit)]) * units[unit])
+    except ValueError:
+        raise ValueError(f"--peer-memory: expected an amount such as 16G, got {text!r}") from None
 
 
 if __name__ == "__main__":

@@ -135,14 +135,18 @@ def _finite_float(text):
     return value
 
 
-def parse_json(data, where, pairs=None):
+def parse_json(data, where, pairs=None, constants=False):
     """One JSON document from bytes; InputError naming ``where`` if it is not strict JSON (no NaN, no
     Infinity), is nested deeper than Python's recursion allows, or holds an integer too long to convert.
     ``pairs`` makes each object from its list of fields (json's ``object_pairs_hook``); its ValueError is an error
-    of the input too."""
+    of the input too. With ``constants`` NaN and Infinity are read as floats (what Python's json writes: a
+    published model config can hold them)."""
     try:
         return json.loads(
-            data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=pairs
+            data.decode("utf-8"),
+            parse_constant=float if constants else _no_constant,
+            parse_float=float if constants else _finite_float,
+            object_pairs_hook=pairs,
         )
     except UnicodeDecodeError:
         raise InputError(f"{where}: not UTF-8 text") from None
@@ -152,9 +156,9 @@ def parse_json(data, where, pairs=None):
         raise InputError(f"{where}: malformed JSON ({getattr(error, 'msg', error)})") from None
 
 
-def read_json(path, limit=MAX_FILE_BYTES):
-    """The JSON document in ``path``; InputError naming the file on any problem."""
-    return parse_json(read_bytes(path, limit), path)
+def read_json(path, limit=MAX_FILE_BYTES, constants=False):
+    """The JSON document in ``path``; InputError naming the file on any problem (``constants`` as parse_json's)."""
+    return parse_json(read_bytes(path, limit), path, constants=constants)
 
 
 def shown(value, limit=40):

@@ -531,8 +531,8 @@ for id, text, message in [
     ("empty", "", "m.json: malformed JSON"),
     ("binary", b"\x89PNG\r\n\x1a\n\x00\x00", "m.json: not UTF-8 text"),
     ("deep-nesting", DEEP, "m.json: malformed JSON"),
-    ("nan", MODEL_CONFIG.replace("28", "NaN"), "m.json: malformed JSON"),
-    ("1e999", MODEL_CONFIG.replace("28", "1e999"), "m.json: malformed JSON"),
+    ("nan", MODEL_CONFIG.replace("28", "NaN"), "m.json: num_hidden_layers must be a whole number"),
+    ("1e999", MODEL_CONFIG.replace("28", "1e999"), "m.json: num_hidden_layers must be a whole number"),
     ("array", "[]", "m.json: expected a JSON object"),
     ("number", "5", "m.json: expected a JSON object"),
     ("object-empty", "{}", "m.json: missing num_hidden_layers"),
@@ -542,12 +542,38 @@ for id, text, message in [
     ("layers-zero", model_config(num_hidden_layers=0), "m.json: num_hidden_layers must be a whole number"),
     ("kv-heads-negative", model_config(num_key_value_heads=-2), "m.json: num_key_value_heads must be a whole number"),
     ("dtype-int8", model_config(torch_dtype="int8"), "m.json: torch_dtype 'int8' is not one of"),
-    ("dtype-missing", model_config(torch_dtype=None), "m.json: missing torch_dtype"),
     ("dtype-list", model_config(torch_dtype=["bfloat16"]), "m.json: torch_dtype"),
     ("hidden-not-multiple", model_config(hidden_size=1537), "m.json: hidden_size 1537 is not a multiple"),
-    ("mla", model_config(kv_lora_rank=512), "m.json: multi-head latent attention"),
+    ("mla-without-rope", model_config(kv_lora_rank=512), "m.json: missing qk_rope_head_dim"),
+    ("window-missing", model_config(layer_types=["sliding_attention"] * 28), "m.json: missing sliding_window"),
+    ("state-fields", model_config(hybrid_override_pattern="M*" * 14), "m.json: missing mamba_num_heads"),
 ]:
     add("plan", f"model-config-{id}", PLAN, 1, message, {"m.json": text})
+    add("size", f"model-config-{id}", ["--model-config", "m.json"], 1, message, {"m.json": text})
+
+# --- kvlab size ------------------------------------------------------------------------------------------------
+SIZE = ["--model-config", "m.json"]
+add_many(
+    "size",
+    SIZE,
+    [
+        ("no-model", {"--model-config": None}, 2, "the following arguments are required: --model-config"),
+        ("model-missing", {"--model-config": "missing.json"}, 1, "missing.json: cannot read"),
+        ("model-directory", {"--model-config": "d"}, 1, "~d", {"d": DIR}),
+        ("tokens-and-gib", ["--tokens", "5", "--gib", "1"], 2, "argument --gib: not allowed with argument --tokens"),
+        ("tokens-negative", ["--tokens=-5"], 2, "argument --tokens: expected a whole number >= 0"),
+        ("tokens-float", ["--tokens", "5.5"], 2, "argument --tokens: expected a whole number"),
+        ("tokens-2**60", ["--tokens", str(2**60)], 2, "argument --tokens: expected a whole number <="),
+        ("gib-nan", ["--gib", "nan"], 2, "argument --gib: expected a number of GiB"),
+        ("gib-huge", ["--gib", str(2**41)], 2, "argument --gib: expected at most"),
+        ("kv-dtype-int4", ["--kv-dtype", "int4"], 2, "argument --kv-dtype: invalid choice"),
+        ("tp-zero", ["--tp", "0"], 2, "argument --tp: expected a whole number >= 1"),
+        ("tp-split", ["--tp", "3"], 2, "--tp: 2 KV heads do not split over tp 3"),
+        ("format-yaml", ["--format", "yaml"], 2, "argument --format: invalid choice"),
+        ("unknown-flag", ["--engine", "vllm"], 2, "unrecognized arguments: --engine"),
+    ],
+    {"m.json": MODEL_CONFIG},
+)
 
 # --- kvlab policies / policies cliff / policies table ----------------------------------------------------------
 add("policies", "no-subcommand", [], 2, "the following arguments are required: command")
@@ -843,7 +869,7 @@ add_many(
         ("model-missing", {"--model": "missing.json"}, 1, "missing.json: cannot read"),
         ("model-object-empty", {}, 1, "model.json: not a model written by `kvlab ttft fit`", {"model.json": "{}"}),
         ("model-config-object-empty", {}, 1, "cfg.json: missing num_hidden_layers", {"cfg.json": "{}"}),
-        ("model-config-nan", {}, 1, "cfg.json: malformed JSON", {"cfg.json": MODEL_CONFIG.replace("1536", "NaN")}),
+        ("model-config-nan", {}, 1, "cfg.json: hidden_size must be", {"cfg.json": MODEL_CONFIG.replace("1536", "NaN")}),
     ],
     BUDGETS_FILES,
 )
@@ -1427,7 +1453,7 @@ def counts():
 
 
 COMMAND_NAMES = ("scenario", "summarize", "replay", "mrc", "plan", "policies", "ttft", "plots", "collect")
-COMMAND_NAMES += ("replay-table", "example-measurement", "config")
+COMMAND_NAMES += ("replay-table", "example-measurement", "config", "size")
 
 
 def test_the_table_covers_every_command():

@@ -543,8 +543,8 @@ def test_help_says_gb_is_gib():
         (["--model-config", "{qwen}", "--gpu-gb", "1099511627776.5"], "--gpu-gb"),
         (["--model-config", "{qwen}", "--gpu-tokens", str(2**53 + 1)], "--gpu-tokens"),
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--docs", "100000000"], "100000000"),
-        (["--model-config", "{tmp}/nan.json", "--gpu-tokens", "21520"], "{tmp}/nan.json: malformed JSON"),
-        (["--model-config", "{tmp}/huge.json", "--gpu-tokens", "21520"], "{tmp}/huge.json: malformed JSON"),
+        (["--model-config", "{tmp}/nan.json", "--gpu-tokens", "21520"], "{tmp}/nan.json: num_hidden_layers must be"),
+        (["--model-config", "{tmp}/huge.json", "--gpu-tokens", "21520"], "{tmp}/huge.json: num_hidden_layers must"),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, args, fragment):

@@ -17,6 +17,7 @@ COMMANDS = {
     "replay": ("replay", "a workload through a two-tier prefix cache of KV blocks: its reuse figures"),
     "mrc": ("mrc", "the exact LRU curve of a tier at every room, and its cliffs"),
     "plan": ("plan", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
+    "size": ("size", "a model's KV cache per GPU, layer group by layer group: bytes per token, GiB for a prompt"),
     "policies": ("policies", "the offload designs side by side: write x eviction policies over rooms"),
     "ttft": ("ttft", "the TTFT model: fit it to a measurement, price sweeps and CPU budgets"),
     "plots": ("plots", "a figure of results/plots/ drawn from artifacts"),

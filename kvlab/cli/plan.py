@@ -14,7 +14,7 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
-from kvlab.sizing.model_size import MAX_GIB, decimal_gib
+from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number
 
 FORMATS = ("json", "table")
@@ -32,6 +32,12 @@ def add_plan_arguments(parser):
         type=argument(whole_number(1, 2**20)),
         default=1,
         help="tensor-parallel degree (default 1); rooms are per GPU",
+    )
+    model.add_argument(
+        "--kv-dtype",
+        choices=KV_DTYPES,
+        default="auto",
+        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
     )
     cache = parser.add_argument_group("cache")
     cache.add_argument(
@@ -61,7 +67,7 @@ def plan_setting(args):
     workload = make_workload(args, args.chunk_tokens)
     shape = read_model_config(args.model_config)
     try:
-        per_token = shape.bytes_per_token(args.tp)
+        per_token = shape.bytes_per_token(args.tp, args.kv_dtype, windows=True)
     except ValueError as error:
         raise UsageError(f"--tp: {error}") from None
     gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
@@ -100,6 +106,7 @@ def execute(args, parser):
         args.target_hit_ratio,
         compile_notice,
         meter,
+        args.kv_dtype,
     )
     return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
 

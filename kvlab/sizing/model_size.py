@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kvlab.files import MAX_FILE_BYTES, read_json, shown
 
-__all__ = ["GIB", "MAX_GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
+__all__ = ["GIB", "KV_DTYPES", "MAX_GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
 
 GIB = 2**30
 DTYPE_BYTES = {
@@ -40,64 +40,208 @@ class ModelConfigError(ValueError):
     """A config.json kvlab cannot size; the message names the file."""
 
 
+KV_DTYPES = {  # --kv-dtype: the element the engine caches KV in (auto: the model's, by the engine's rule)
+    "auto": None,
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+
+
 @dataclass(frozen=True)
 class KVShape:
-    """What sizes a token's KV cache: layers, KV heads, head dimension and the element type."""
+    """What sizes a token's KV cache, layer group by layer group.
+
+    ``layers`` full-attention layers cache a key and a value of ``head_dim`` per KV head (``latent``: one vector
+    of ``head_dim`` elements per token instead, multi-head latent attention, held whole on every tensor-parallel
+    rank); ``window_layers`` more cache the same but only the last ``window`` tokens of a request (sliding
+    window); ``indexer_layers`` hold a sparse-attention indexer's key of ``indexer_dim`` elements per token (in
+    fp8, with a float32 scale per 128 elements); ``state_layers`` a recurrent state of ``state_elements`` per
+    request (Mamba, linear attention), which does not grow with the prompt. ``dtype`` is the checkpoint's.
+    """
 
     layers: int
     kv_heads: int
     head_dim: int
     dtype: str
+    latent: bool = False
+    window_layers: int = 0
+    window: int = 0
+    indexer_layers: int = 0
+    indexer_dim: int = 0
+    state_layers: int = 0
+    state_elements: int = 0
+
+    @property
+    def standard(self):
+        """Only full attention with heads: the shape every figure of the planner was made for."""
+        return not (self.latent or self.window_layers or self.indexer_layers or self.state_layers)
 
     def heads_per_gpu(self, tp=1):
-        """KV heads each of ``tp`` GPUs holds; ValueError when the heads do not split evenly."""
+        """KV heads each of ``tp`` GPUs holds; ValueError when the heads do not split evenly. A latent is one
+        vector every rank holds whole."""
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp!r}")
+        if self.latent:
+            return 1
         if self.kv_heads % tp and tp % self.kv_heads:
             raise ValueError(f"{self.kv_heads} KV heads do not split over tp {tp}")
         return max(1, self.kv_heads // tp)
 
-    def bytes_per_token(self, tp=1):
-        """KV bytes of one token on one GPU (and in that GPU's share of the CPU cache)."""
-        return 2 * self.layers * self.heads_per_gpu(tp) * self.head_dim * DTYPE_BYTES[self.dtype]
+    def element_bytes(self, kv_dtype="auto"):
+        """Bytes of one cached element: ``kv_dtype``'s, or with ``auto`` the checkpoint's, served in 16 bits when
+        it is float32 (vLLM's rule for an ``auto`` dtype: docs/engines.md)."""
+        if kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv dtype must be one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}")
+        if kv_dtype != "auto":
+            return KV_DTYPES[kv_dtype]
+        return min(DTYPE_BYTES[self.dtype], 2)
 
-    def describe(self, tp=1):
-        return {
+    def attention_bytes(self, tp=1, kv_dtype="auto"):
+        """Bytes per token of one full-attention (or window) layer on one GPU."""
+        vectors = 1 if self.latent else 2  # a latent, or a key and a value
+        return vectors * self.heads_per_gpu(tp) * self.head_dim * self.element_bytes(kv_dtype)
+
+    def indexer_bytes(self):
+        return self.indexer_dim + 4 * -(-self.indexer_dim // 128)  # fp8 elements and a float32 scale per 128
+
+    def bytes_per_token(self, tp=1, kv_dtype="auto", windows=False):
+        """KV bytes of one more token of a long prompt on one GPU (and in that GPU's share of the CPU cache): the
+        layers that grow with the prompt. With ``windows`` the sliding-window layers count per token too, as the
+        planner charges them (exact up to the window, more beyond it)."""
+        attention = self.layers + (self.window_layers if windows else 0)
+        return attention * self.attention_bytes(tp, kv_dtype) + self.indexer_layers * self.indexer_bytes()
+
+    def bytes_for(self, tokens, tp=1, kv_dtype="auto"):
+        """KV bytes one request of ``tokens`` tokens holds on one GPU: every layer group as it grows."""
+        per_layer = self.attention_bytes(tp, kv_dtype)
+        grown = tokens * (self.layers * per_layer + self.indexer_layers * self.indexer_bytes())
+        windowed = min(tokens, self.window) * self.window_layers * per_layer
+        state = self.state_layers * self.state_elements * self.element_bytes(kv_dtype) if tokens else 0
+        return grown + windowed + state
+
+    def groups(self, tp=1, kv_dtype="auto"):
+        """The layer groups, each with its bytes on one GPU: per token, and per request where it stops growing."""
+        found = []
+        if self.layers:
+            kind = "latent" if self.latent else "full"
+            found.append(
+                {
+                    "kind": kind,
+                    "layers": self.layers,
+                    "bytes_per_token": self.layers * self.attention_bytes(tp, kv_dtype),
+                }
+            )
+        if self.window_layers:
+            per_token = self.window_layers * self.attention_bytes(tp, kv_dtype)
+            found.append(
+                {
+                    "kind": "window",
+                    "layers": self.window_layers,
+                    "window": self.window,
+                    "bytes_per_token": per_token,
+                    "bytes_per_request_at_most": per_token * self.window,
+                }
+            )
+        if self.indexer_layers:
+            found.append(
+                {
+                    "kind": "indexer",
+                    "layers": self.indexer_layers,
+                    "bytes_per_token": self.indexer_layers * self.indexer_bytes(),
+                }
+            )
+        if self.state_layers:
+            found.append(
+                {
+                    "kind": "state",
+                    "layers": self.state_layers,
+                    "bytes_per_token": 0,
+                    "bytes_per_request": self.state_layers * self.state_elements * self.element_bytes(kv_dtype),
+                }
+            )
+        return found
+
+    def describe(self, tp=1, kv_dtype="auto"):
+        """The shape as a plan shows it: for a standard model its heads, for any other its layer groups too."""
+        described = {
             "layers": self.layers,
             "kv_heads": self.kv_heads,
             "head_dim": self.head_dim,
             "dtype": self.dtype,
             "tp": tp,
             "kv_heads_per_gpu": self.heads_per_gpu(tp),
-            "bytes_per_token": self.bytes_per_token(tp),
+            "bytes_per_token": self.bytes_per_token(tp, kv_dtype, windows=True),
         }
+        if kv_dtype != "auto":
+            described["kv_dtype"] = kv_dtype
+        if not self.standard:
+            described["groups"] = self.groups(tp, kv_dtype)
+        return described
+
+
+def layer_kinds(config, layers):
+    """Per layer: ``full``, ``window`` or ``state`` (recurrent), from the config's own description of its layers:
+    ``layer_types`` (transformers' list: full_attention, sliding_attention, linear_attention, mamba),
+    ``hybrid_override_pattern`` (Nemotron-H: ``*`` attention, ``M`` Mamba, ``-`` an MLP alone),
+    ``sliding_window_pattern`` (Gemma 3, Cohere 2: every n-th layer full), Gemma 2's alternation; else all full."""
+    names = {"full_attention": "full", "sliding_attention": "window", "linear_attention": "state", "mamba": "state"}
+    if isinstance(config.get("layer_types"), list):
+        return [names.get(kind, "other") for kind in config["layer_types"]]
+    pattern = config.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        return [{"*": "full", "M": "state"}.get(mark, "other") for mark in pattern]
+    if not config.get("sliding_window") or config.get("use_sliding_window") is False:
+        return ["full"] * layers
+    every = config.get("sliding_window_pattern")
+    if type(every) is int and every > 0:
+        return ["full" if (index + 1) % every == 0 else "window" for index in range(layers)]
+    if config.get("model_type") == "gemma2":  # transformers' Gemma2: even layers slide, odd ones are global
+        return ["window" if index % 2 == 0 else "full" for index in range(layers)]
+    return ["window"] * layers  # a window on every layer (Mistral 7B v0.1)
 
 
 def read_model_config(path):
     """The :class:`KVShape` of a Hugging Face ``config.json``; ModelConfigError naming the file if it cannot."""
     path = Path(path)
     try:
-        config = read_json(path, MAX_FILE_BYTES // 16)
+        config = read_json(path, MAX_FILE_BYTES // 16, constants=True)  # fields it does not read may be Infinity
     except ValueError as error:
         raise ModelConfigError(str(error)) from None
     if not isinstance(config, dict):
         raise ModelConfigError(f"{path}: expected a JSON object")
     if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
         config = {**config, **config["text_config"]}  # a multimodal model: its language model's shape
-    if "kv_lora_rank" in config:
-        raise ModelConfigError(f"{path}: multi-head latent attention (kv_lora_rank) is not sized by heads")
 
-    def whole(field, value):
-        if type(value) is not int or not 1 <= value <= MAX_FIELD:
-            raise ModelConfigError(f"{path}: {field} must be a whole number from 1 to {MAX_FIELD}, got {shown(value)}")
+    def whole(field, value, low=1):
+        if type(value) is not int or not low <= value <= MAX_FIELD:
+            raise ModelConfigError(
+                f"{path}: {field} must be a whole number from {low} to {MAX_FIELD}, got {shown(value)}"
+            )
         return value
 
-    def field(name):
+    def field(name, low=1):
         if config.get(name) is None:
             raise ModelConfigError(f"{path}: missing {name}")
-        return whole(name, config[name])
+        return whole(name, config[name], low)
 
+    dtype = config.get("torch_dtype")
+    if dtype is None:  # newer transformers write `dtype`
+        dtype = config.get("dtype")
+    if dtype is None:  # none named (gpt-oss): transformers' default, as vLLM reads it (served in 16 bits, auto)
+        dtype = "float32"
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise ModelConfigError(f"{path}: torch_dtype {shown(dtype)} is not one of {', '.join(DTYPE_BYTES)}")
     layers = field("num_hidden_layers")
+    if config.get("kv_lora_rank") is not None:  # multi-head latent attention (DeepSeek-V2/V3, Kimi K2, GLM-5)
+        latent = field("kv_lora_rank") + field("qk_rope_head_dim")
+        indexer = field("index_head_dim") if config.get("index_head_dim") is not None else 0  # DeepSeek-V3.2
+        return KVShape(
+            layers, 1, latent, dtype, latent=True, indexer_layers=layers if indexer else 0, indexer_dim=indexer
+        )
     heads = field("num_attention_heads")
     kv_heads = heads  # no num_key_value_heads: every attention head has its own KV (multi-head attention)
     if config.get("num_key_value_heads") is not None:
@@ -109,14 +253,32 @@ def read_model_config(path):
         if hidden % heads:
             raise ModelConfigError(f"{path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
         head_dim = hidden // heads
-    dtype = config.get("torch_dtype")
-    if dtype is None:  # newer transformers write `dtype`
-        dtype = config.get("dtype")
-    if dtype is None:
-        raise ModelConfigError(f"{path}: missing torch_dtype")
-    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
-        raise ModelConfigError(f"{path}: torch_dtype {shown(dtype)} is not one of {', '.join(DTYPE_BYTES)}")
-    return KVShape(layers, kv_heads, head_dim, dtype)
+    kinds = layer_kinds(config, layers)
+    return KVShape(
+        kinds.count("full"),
+        kv_heads,
+        head_dim,
+        dtype,
+        window_layers=kinds.count("window"),
+        window=field("sliding_window") if "window" in kinds else 0,
+        state_layers=kinds.count("state"),
+        state_elements=state_elements(field) if "state" in kinds else 0,
+    )
+
+
+def state_elements(field):
+    """Elements of one recurrent layer's state per request: its convolution's last inputs and its SSM (Mamba2:
+    Nemotron-H, Falcon-H1) or delta-rule (Gated DeltaNet: Qwen3-Next) state, by the fields of each family."""
+    try:
+        keys = field("linear_num_key_heads") * field("linear_key_head_dim")  # Gated DeltaNet
+        values = field("linear_num_value_heads") * field("linear_value_head_dim")
+        conv = (2 * keys + values) * (field("linear_conv_kernel_dim") - 1)
+        return conv + field("linear_num_value_heads") * field("linear_key_head_dim") * field("linear_value_head_dim")
+    except ModelConfigError:
+        pass
+    inner = field("mamba_num_heads") * field("mamba_head_dim")  # Mamba2
+    conv = (inner + 2 * field("n_groups") * field("ssm_state_size")) * (field("conv_kernel") - 1)
+    return conv + inner * field("ssm_state_size")
 
 
 def decimal_gib(value):

@@ -110,10 +110,12 @@ def plan(
     target=None,
     before_compile=None,
     meter=None,
+    kv_dtype="auto",
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
-    :func:`tier_curve`'s."""
-    per_token = shape.bytes_per_token(tp)
+    :func:`tier_curve`'s. A sliding-window layer is charged per token, as if global (exact for prompts within
+    its window, more beyond it)."""
+    per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
     cpu_tokens = tokens_in(cpu_gib, per_token)
     planner = Planner(workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile, meter)
     rows = planner.per_round(cpu_tokens)
@@ -122,7 +124,7 @@ def plan(
     full = planner.smallest_cpu(most)
     result = {
         "workload": workload.describe(),
-        "model": {"config": model, **shape.describe(tp)},
+        "model": {"config": model, **shape.describe(tp, kv_dtype)},
         "cache": {
             "chunk_tokens": workload.block_tokens,
             "chunk_gb": gib(workload.block_tokens, per_token),

@@ -1,0 +1,99 @@
+"""``kvlab size``: a model's KV cache as an engine allocates it, layer group by layer group: the bytes per token
+on one GPU, and the GiB a prompt of ``--tokens`` takes (or the tokens ``--gib`` holds); JSON, or a table."""
+
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
+from kvlab.files import dump_json
+from kvlab.sizing.model_size import GIB, KV_DTYPES, MAX_GIB, decimal_gib
+from kvlab.workloads import MAX_WHOLE, whole_number
+
+FORMATS = ("json", "table")
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=summary(__doc__))
+    parser.inputs.append("model_config")
+    parser.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
+    parser.add_argument(
+        "--tp", type=argument(whole_number(1, 2**20)), default=1, help="tensor-parallel ranks (default 1)"
+    )
+    parser.add_argument(
+        "--kv-dtype",
+        choices=KV_DTYPES,
+        default="auto",
+        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
+    )
+    amount = parser.add_mutually_exclusive_group()
+    amount.add_argument("--tokens", type=argument(whole_number(0, MAX_WHOLE)), help="the GiB a prompt this long takes")
+    amount.add_argument(
+        "--gib", type=argument(decimal_gib), help=f"the tokens one prompt may have in this many GiB (<= {MAX_GIB})"
+    )
+    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
+    return parser
+
+
+def fitting(shape, budget, tp, kv_dtype):
+    """The most tokens one prompt may have within ``budget`` bytes (the bytes never fall as a prompt grows)."""
+    if shape.bytes_for(1, tp, kv_dtype) > budget:
+        return 0
+    low, high = 1, 1
+    while shape.bytes_for(high, tp, kv_dtype) <= budget and high < MAX_WHOLE:
+        low, high = high, min(2 * high, MAX_WHOLE)
+    if shape.bytes_for(high, tp, kv_dtype) <= budget:
+        return high
+    while high - low > 1:  # bytes_for(low) fits, bytes_for(high) does not
+        middle = (low + high) // 2
+        low, high = (middle, high) if shape.bytes_for(middle, tp, kv_dtype) <= budget else (low, middle)
+    return low
+
+
+def sizes(args):
+    from kvlab.sizing.model_size import gib, read_model_config
+    from kvlab.sizing.plan import model_name
+
+    shape = read_model_config(args.model_config)
+    try:
+        per_token = shape.bytes_per_token(args.tp, args.kv_dtype)
+    except ValueError as error:
+        raise UsageError(f"--tp: {error}") from None
+    result = {
+        "model": model_name(args.model_config),
+        "tp": args.tp,
+        "kv_dtype": args.kv_dtype,
+        "element_bytes": shape.element_bytes(args.kv_dtype),
+        "groups": shape.groups(args.tp, args.kv_dtype),
+        "bytes_per_token": per_token,
+    }
+    tokens = args.tokens
+    if args.gib is not None:
+        tokens = fitting(shape, int(args.gib * GIB), args.tp, args.kv_dtype)
+        result["gib"] = float(args.gib)
+    if tokens is not None:
+        held = shape.bytes_for(tokens, args.tp, args.kv_dtype)
+        result.update(tokens=tokens, bytes=held, gib_for_tokens=gib(held, 1))
+    return result
+
+
+def table(result):
+    lines = [
+        f"{result['model']}: tp {result['tp']}, KV in {result['kv_dtype']}"
+        f" ({result['element_bytes']} bytes per element)",
+        "",
+        f"{'group':<8} {'layers':>6} {'bytes per token per GPU':>24}  at most per request",
+    ]
+    for group in result["groups"]:
+        cap = group.get("bytes_per_request", group.get("bytes_per_request_at_most"))
+        extra = f"{cap:,} bytes" if cap is not None else ""
+        lines.append(f"{group['kind']:<8} {group['layers']:>6} {group['bytes_per_token']:>24,}  {extra}")
+    lines.append(f"growth per token: {result['bytes_per_token']:,} bytes per GPU")
+    if "tokens" in result:
+        lines.append(f"{result['tokens']:,} tokens: {result['bytes']:,} bytes = {result['gib_for_tokens']} GiB per GPU")
+    return "\n".join(lines) + "\n"
+
+
+def execute(args, parser):
+    result = sizes(args)
+    return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)
