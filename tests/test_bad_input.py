@@ -476,6 +476,9 @@ add_many(
         ("no-gpu-room", {"--gpu-tokens": None}, 2, "one of the arguments --gpu-tokens --gpu-gb is required"),
         ("gpu-tokens-and-gb", ["--gpu-gb", "1"], 2, "argument --gpu-gb: not allowed with argument --gpu-tokens"),
         ("unknown-flag", ["--cpu-tokens", "5"], 2, "unrecognized arguments"),
+        ("engine-unknown", ["--engine", "tgi"], 2, "argument --engine: invalid choice: 'tgi'"),
+        ("engine-twice", ["--engine", "vllm", "--engine", "sglang"], 2, "~--engine"),
+        ("kv-dtype-int4", ["--kv-dtype", "int4"], 2, "argument --kv-dtype: invalid choice"),
         ("duplicate-flag", ["--cpu-gb", "1", "--cpu-gb", "2"], 2, "~--cpu-gb"),
         ("cpu-gb-negative", ["--cpu-gb", "-1"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
         ("cpu-gb-nan", ["--cpu-gb", "nan"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
@@ -570,7 +573,7 @@ add_many(
         ("tp-zero", ["--tp", "0"], 2, "argument --tp: expected a whole number >= 1"),
         ("tp-split", ["--tp", "3"], 2, "--tp: 2 KV heads do not split over tp 3"),
         ("format-yaml", ["--format", "yaml"], 2, "argument --format: invalid choice"),
-        ("unknown-flag", ["--engine", "vllm"], 2, "unrecognized arguments: --engine"),
+        ("engine-flag", ["--engine", "vllm"], 2, "unrecognized arguments: --engine"),
     ],
     {"m.json": MODEL_CONFIG},
 )

@@ -14,6 +14,7 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
+from kvlab.sizing.engines import ENGINES
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number
 
@@ -83,6 +84,11 @@ def build_parser(prog):
         help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
     )
     parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="also the settings to paste into this engine for the CPU budget, and the host memory it allocates",
+    )
     add_memory_argument(parser)
     return parser
 
@@ -107,6 +113,7 @@ def execute(args, parser):
         compile_notice,
         meter,
         args.kv_dtype,
+        args.engine,
     )
     return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
 

@@ -20,6 +20,7 @@ from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
 from kvlab.replay import ratio, replay
+from kvlab.sizing.engines import engine_settings
 from kvlab.sizing.model_size import gib, tokens_in
 
 __all__ = ["Planner", "model_name", "plan", "table"]
@@ -111,6 +112,7 @@ def plan(
     before_compile=None,
     meter=None,
     kv_dtype="auto",
+    engine=None,
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
     :func:`tier_curve`'s. A sliding-window layer is charged per token, as if global (exact for prompts within
@@ -149,6 +151,8 @@ def plan(
         result["target_hit_ratio"] = target
         result["cpu_tokens_for_target"] = found
         result["cpu_gb_for_target"] = None if found is None else gib(found, per_token)
+    if engine is not None:
+        result["engine"] = engine_settings(engine, cpu_gib, tp, workload.block_tokens, write_policy, shape, kv_dtype)
     return result
 
 
@@ -179,7 +183,21 @@ def table(result):
         found = result["cpu_tokens_for_target"]
         answer = "unreachable" if found is None else f"{result['cpu_gb_for_target']} GiB of CPU ({found:,} tokens)"
         lines.append(f"hit ratio {result['target_hit_ratio']}: {answer}")
+    if "engine" in result:
+        lines += engine_lines(result["engine"])
     return "\n".join(lines) + "\n"
+
+
+def engine_lines(engine):
+    """The engine's settings for people: what to paste, and what the host gives."""
+    import shlex
+
+    lines = ["", f"{engine['engine']} {engine['version']}, per {engine['per']}:"]
+    lines += [f"  export {name}={shlex.quote(value)}" for name, value in engine["environment"].items()]
+    lines.append(f"  {shlex.join(engine['flags'])}")
+    lines.append(f"  host memory it allocates: {engine['host_ram_gib']} GiB")
+    lines += [f"  note: {note}" for note in engine["notes"]]
+    return lines
 
 
 def model_name(path):
