@@ -17,7 +17,7 @@ from kvlab.sizing.model_size import GIB, KVShape, ModelConfigError, gib, read_mo
 MODELS = ROOT / "models"
 SOME = settings(max_examples=300, deadline=None, database=None)
 
-# The published shapes (Hugging Face configs), written out here: layers, KV heads, head dim, bytes per element.
+# The plain shapes (layers, KV heads, head dim, bytes per element served), read off the published configs by hand.
 PUBLISHED = {
     "Qwen2.5-1.5B-Instruct": (28, 2, 128, 2),
     "Qwen2.5-7B-Instruct": (28, 4, 128, 2),
@@ -25,8 +25,56 @@ PUBLISHED = {
     "Llama-3.1-8B-Instruct": (32, 8, 128, 2),
     "Llama-3.1-70B-Instruct": (80, 8, 128, 2),
     "Mistral-7B-Instruct-v0.3": (32, 8, 128, 2),
-    "gemma-2-9b": (42, 8, 256, 4),
     "opt-1.3b": (24, 32, 64, 2),
+}
+
+# Every shipped model by hand, from the numbers in its published config (models/SOURCES.md), at TP 1 in the
+# engine's auto dtype (16 bits): (bytes one more token adds, bytes of a 100,000-token prompt).
+A = 100_000
+CATALOG = {
+    # plain attention: 2 (K and V) x layers x KV heads x head dim x 2 bytes
+    "Devstral-Small-2-24B-Instruct": (2 * 40 * 8 * 128 * 2, A * 163_840),
+    "GLM-4.7": (2 * 92 * 8 * 128 * 2, A * 376_832),
+    "Llama-3.1-70B-Instruct": (2 * 80 * 8 * 128 * 2, A * 327_680),
+    "Llama-3.1-8B-Instruct": (2 * 32 * 8 * 128 * 2, A * 131_072),
+    "Llama-3.2-1B-Instruct": (2 * 16 * 8 * 64 * 2, A * 32_768),
+    "Llama-3.2-3B-Instruct": (2 * 28 * 8 * 128 * 2, A * 114_688),
+    "Llama-3.3-70B-Instruct": (2 * 80 * 8 * 128 * 2, A * 327_680),
+    "Mistral-7B-Instruct-v0.3": (2 * 32 * 8 * 128 * 2, A * 131_072),
+    "Mixtral-8x7B-v0.1": (2 * 32 * 8 * 128 * 2, A * 131_072),
+    "Qwen2.5-1.5B-Instruct": (2 * 28 * 2 * 128 * 2, A * 28_672),
+    "Qwen2.5-7B-Instruct": (2 * 28 * 4 * 128 * 2, A * 57_344),
+    "Qwen3-30B-A3B": (2 * 48 * 4 * 128 * 2, A * 98_304),
+    "Qwen3-32B": (2 * 64 * 8 * 128 * 2, A * 262_144),
+    "Qwen3-8B": (2 * 36 * 8 * 128 * 2, A * 147_456),
+    "opt-1.3b": (2 * 24 * 32 * 64 * 2, A * 196_608),
+    "phi-4": (2 * 40 * 10 * 128 * 2, A * 204_800),
+    # MLA: layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 bytes; the V3.2/GLM-5 indexer: 128 + 4 bytes
+    "DeepSeek-V3": (61 * 576 * 2, A * 70_272),
+    "DeepSeek-R1": (61 * 576 * 2, A * 70_272),
+    "Kimi-K2-Instruct": (61 * 576 * 2, A * 70_272),
+    "DeepSeek-V3.2": (61 * 576 * 2 + 61 * 132, A * 78_324),
+    "GLM-5": (78 * 576 * 2 + 78 * 132, A * 100_152),
+    # sliding windows: the global layers grow, a window layer holds at most its window
+    "gemma-2-9b": (21 * 2 * 8 * 256 * 2, A * 21 * 8_192 + 4096 * 21 * 8_192),
+    "gemma-3-27b-it": (10 * 2 * 16 * 128 * 2, A * 10 * 8_192 + 1024 * 52 * 8_192),
+    "gemma-3-4b-it": (5 * 2 * 4 * 256 * 2, A * 5 * 4_096 + 1024 * 29 * 4_096),
+    "gpt-oss-120b": (18 * 2 * 8 * 64 * 2, A * 18 * 2_048 + 128 * 18 * 2_048),
+    "gpt-oss-20b": (12 * 2 * 8 * 64 * 2, A * 12 * 2_048 + 128 * 12 * 2_048),
+    "Phi-3-mini-4k-instruct": (0, 2047 * 32 * 2 * 32 * 96 * 2),
+    # hybrids: attention layers grow; a recurrent layer holds conv + state per request, once
+    "Nemotron-H-56B-Base-8K": (
+        10 * 2 * 8 * 128 * 2,
+        A * 40_960 + 54 * ((256 * 64 + 2 * 8 * 256) * 3 + 256 * 64 * 256) * 2,
+    ),
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": (
+        6 * 2 * 2 * 128 * 2,
+        A * 6_144 + 23 * ((64 * 64 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4),  # its SSM state in float32
+    ),
+    "Qwen3-Next-80B-A3B-Thinking": (
+        12 * 2 * 2 * 256 * 2,
+        A * 24_576 + 36 * ((2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128) * 2,
+    ),
 }
 ELEMENT_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 QWEN_1_5B = {  # the lab's model, as a config.json to vary
@@ -44,20 +92,13 @@ def config_path(name):
 
 
 def readme_table():
-    """models/README.md's table: name -> (layers, KV heads, head dim, dtype, bytes per token at TP 1)."""
+    """models/README.md's bytes table: name -> (bytes per token, bytes of a 100,000-token prompt) at TP 1."""
     rows = {}
     for line in (MODELS / "README.md").read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) != 6 or not cells[1].isdigit():
-            continue  # not a table row, or the header and its rule
-        name, layers, heads, head_dim, dtype, per_token = cells
-        rows[name] = (
-            int(layers),
-            int(heads.split()[0]),
-            int(head_dim.split()[0]),
-            dtype,
-            int(per_token.replace(",", "")),
-        )
+        if not line.startswith("|") or len(cells) != 3 or not cells[1].replace(",", "").isdigit():
+            continue  # not a row of the bytes table
+        rows[cells[0]] = (int(cells[1].replace(",", "")), int(cells[2].replace(",", "")))
     return rows
 
 
@@ -74,19 +115,24 @@ def write_config(tmp_path, config, name="config.json"):
 
 def test_every_shipped_model_is_in_the_table():
     folders = {path.parent.name for path in MODELS.glob("*/config.json")}
-    assert folders == set(readme_table()) == set(PUBLISHED)
+    assert len(folders) >= 25
+    assert folders == set(readme_table()) == set(CATALOG)
+    assert set(PUBLISHED) <= folders
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_bytes_of_the_shipped_models(name):
+    """By hand (above) == what read_model_config makes of the published config.json == models/README.md."""
+    shape = read_model_config(config_path(name))
+    assert (shape.bytes_per_token(), shape.bytes_for(A)) == CATALOG[name] == readme_table()[name]
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
-def test_bytes_per_token_of_the_shipped_models(name):
-    """README table == the published shape computed here == what read_model_config makes of config.json."""
+def test_plain_shapes_of_the_shipped_models(name):
     layers, heads, head_dim, element = PUBLISHED[name]
-    expected = 2 * layers * heads * head_dim * element
     shape = read_model_config(config_path(name))
-    assert (shape.layers, shape.kv_heads, shape.head_dim, ELEMENT_BYTES[shape.dtype]) == PUBLISHED[name]
-    assert shape.bytes_per_token() == shape.bytes_per_token(1) == expected
-    table = readme_table()[name]
-    assert table == (layers, heads, head_dim, shape.dtype, expected)
+    assert (shape.layers, shape.kv_heads, shape.head_dim, shape.element_bytes()) == PUBLISHED[name]
+    assert shape.standard and shape.bytes_per_token() == 2 * layers * heads * head_dim * element
 
 
 def test_gemma_explicit_head_dim_wins():

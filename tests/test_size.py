@@ -95,6 +95,8 @@ def test_a_mamba_hybrid_keeps_a_state_per_request(tmp_path):
     assert (shape.layers, shape.state_layers, shape.state_elements) == (2, 4, conv + ssm)
     assert shape.bytes_for(100) == 100 * 2 * 2 * 8 * 128 * 2 + 4 * (conv + ssm) * 2
     assert shape.bytes_for(0) == 0
+    # the state splits over the ranks and stays in the model's dtype when the KV cache is fp8
+    assert shape.bytes_for(100, 2, "fp8") == 100 * 2 * 2 * 4 * 128 * 1 + 4 * ((conv + ssm) // 2) * 2
 
 
 @settings(max_examples=100, deadline=None)

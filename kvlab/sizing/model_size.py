@@ -59,8 +59,9 @@ class KVShape:
     of ``head_dim`` elements per token instead, multi-head latent attention, held whole on every tensor-parallel
     rank); ``window_layers`` more cache the same but only the last ``window`` tokens of a request (sliding
     window); ``indexer_layers`` hold a sparse-attention indexer's key of ``indexer_dim`` elements per token (in
-    fp8, with a float32 scale per 128 elements); ``state_layers`` a recurrent state of ``state_elements`` per
-    request (Mamba, linear attention), which does not grow with the prompt. ``dtype`` is the checkpoint's.
+    fp8, with a float32 scale per 128 elements); ``state_layers`` a recurrent state per request (Mamba, linear
+    attention: ``state_conv`` + ``state_ssm`` elements), which does not grow with the prompt. ``dtype`` is the
+    checkpoint's.
     """
 
     layers: int
@@ -73,7 +74,9 @@ class KVShape:
     indexer_layers: int = 0
     indexer_dim: int = 0
     state_layers: int = 0
-    state_elements: int = 0
+    state_conv: int = 0  # per layer per request: the convolution's last inputs
+    state_ssm: int = 0  # per layer per request: the SSM or delta-rule state
+    ssm_dtype: str = ""  # the SSM state's dtype where the config names one (mamba_ssm_cache_dtype), else the model's
 
     @property
     def standard(self):
@@ -120,8 +123,13 @@ class KVShape:
         per_layer = self.attention_bytes(tp, kv_dtype)
         grown = tokens * (self.layers * per_layer + self.indexer_layers * self.indexer_bytes())
         windowed = min(tokens, self.window) * self.window_layers * per_layer
-        state = self.state_layers * self.state_elements * self.element_bytes(kv_dtype) if tokens else 0
-        return grown + windowed + state
+        return grown + windowed + (self.state_bytes(tp) if tokens else 0)
+
+    def state_bytes(self, tp=1):
+        """A request's recurrent state on one GPU: its heads split over the ranks, in the model's dtype whatever
+        the KV cache's (vLLM's ``mamba_cache_dtype`` auto)."""
+        ssm = DTYPE_BYTES[self.ssm_dtype] if self.ssm_dtype else self.element_bytes("auto")
+        return self.state_layers * ((self.state_conv // tp) * self.element_bytes("auto") + (self.state_ssm // tp) * ssm)
 
     def groups(self, tp=1, kv_dtype="auto"):
         """The layer groups, each with its bytes on one GPU: per token, and per request where it stops growing."""
@@ -160,7 +168,7 @@ class KVShape:
                     "kind": "state",
                     "layers": self.state_layers,
                     "bytes_per_token": 0,
-                    "bytes_per_request": self.state_layers * self.state_elements * self.element_bytes(kv_dtype),
+                    "bytes_per_request": self.state_bytes(tp),
                 }
             )
         return found
@@ -183,17 +191,34 @@ class KVShape:
         return described
 
 
+# What transformers' configuration class fills in where a published config.json leaves a field out.
+DEFAULTS = {
+    "gemma3_text": {  # Gemma3TextConfig (configuration_gemma3.py): gemma-3-4b-it's text_config names none of these
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    "gemma2": {"sliding_window": 4096},  # Gemma2Config
+}
+
+
 def layer_kinds(config, layers):
     """Per layer: ``full``, ``window`` or ``state`` (recurrent), from the config's own description of its layers:
     ``layer_types`` (transformers' list: full_attention, sliding_attention, linear_attention, mamba),
     ``hybrid_override_pattern`` (Nemotron-H: ``*`` attention, ``M`` Mamba, ``-`` an MLP alone),
-    ``sliding_window_pattern`` (Gemma 3, Cohere 2: every n-th layer full), Gemma 2's alternation; else all full."""
+    ``full_attention_interval`` (Qwen3-Next), ``sliding_window_pattern`` (Gemma 3, Cohere 2: every n-th layer
+    full), Gemma 2's alternation; else all full."""
     names = {"full_attention": "full", "sliding_attention": "window", "linear_attention": "state", "mamba": "state"}
     if isinstance(config.get("layer_types"), list):
         return [names.get(kind, "other") for kind in config["layer_types"]]
     pattern = config.get("hybrid_override_pattern")
     if isinstance(pattern, str):
         return [{"*": "full", "M": "state"}.get(mark, "other") for mark in pattern]
+    every = config.get("full_attention_interval")  # Qwen3-Next: every n-th layer attention, the rest Gated DeltaNet
+    if type(every) is int and every > 0:
+        return ["full" if (index + 1) % every == 0 else "state" for index in range(layers)]
     if not config.get("sliding_window") or config.get("use_sliding_window") is False:
         return ["full"] * layers
     every = config.get("sliding_window_pattern")
@@ -215,6 +240,7 @@ def read_model_config(path):
         raise ModelConfigError(f"{path}: expected a JSON object")
     if "num_hidden_layers" not in config and isinstance(config.get("text_config"), dict):
         config = {**config, **config["text_config"]}  # a multimodal model: its language model's shape
+    config = {**DEFAULTS.get(config.get("model_type"), {}), **config}
 
     def whole(field, value, low=1):
         if type(value) is not int or not low <= value <= MAX_FIELD:
@@ -246,14 +272,21 @@ def read_model_config(path):
     kv_heads = heads  # no num_key_value_heads: every attention head has its own KV (multi-head attention)
     if config.get("num_key_value_heads") is not None:
         kv_heads = whole("num_key_value_heads", config["num_key_value_heads"])
-    if config.get("head_dim") is not None:
-        head_dim = whole("head_dim", config["head_dim"])
+    named = "head_dim" if config.get("head_dim") is not None else "attention_head_dim"  # Nemotron-H's name
+    if config.get(named) is not None:
+        head_dim = whole(named, config[named])
     else:
         hidden = field("hidden_size")
         if hidden % heads:
             raise ModelConfigError(f"{path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
         head_dim = hidden // heads
     kinds = layer_kinds(config, layers)
+    state = state_elements(field) if "state" in kinds else (0, 0)
+    ssm_dtype = config.get("mamba_ssm_cache_dtype") if "state" in kinds else None
+    if ssm_dtype is not None and ssm_dtype not in DTYPE_BYTES:
+        raise ModelConfigError(
+            f"{path}: mamba_ssm_cache_dtype {shown(ssm_dtype)} is not one of {', '.join(DTYPE_BYTES)}"
+        )
     return KVShape(
         kinds.count("full"),
         kv_heads,
@@ -262,23 +295,26 @@ def read_model_config(path):
         window_layers=kinds.count("window"),
         window=field("sliding_window") if "window" in kinds else 0,
         state_layers=kinds.count("state"),
-        state_elements=state_elements(field) if "state" in kinds else 0,
+        state_conv=state[0],
+        state_ssm=state[1],
+        ssm_dtype=ssm_dtype or "",
     )
 
 
 def state_elements(field):
-    """Elements of one recurrent layer's state per request: its convolution's last inputs and its SSM (Mamba2:
-    Nemotron-H, Falcon-H1) or delta-rule (Gated DeltaNet: Qwen3-Next) state, by the fields of each family."""
+    """``(conv, ssm)`` elements of one recurrent layer's state per request: its convolution's last inputs, and its
+    SSM (Mamba2: Nemotron-H) or delta-rule (Gated DeltaNet: Qwen3-Next) state; vLLM's ``mamba2_state_shape``
+    and ``gated_delta_net_state_shape`` (docs/engines.md, section 5)."""
     try:
         keys = field("linear_num_key_heads") * field("linear_key_head_dim")  # Gated DeltaNet
         values = field("linear_num_value_heads") * field("linear_value_head_dim")
         conv = (2 * keys + values) * (field("linear_conv_kernel_dim") - 1)
-        return conv + field("linear_num_value_heads") * field("linear_key_head_dim") * field("linear_value_head_dim")
+        return conv, field("linear_num_value_heads") * field("linear_key_head_dim") * field("linear_value_head_dim")
     except ModelConfigError:
         pass
     inner = field("mamba_num_heads") * field("mamba_head_dim")  # Mamba2
     conv = (inner + 2 * field("n_groups") * field("ssm_state_size")) * (field("conv_kernel") - 1)
-    return conv + inner * field("ssm_state_size")
+    return conv, inner * field("ssm_state_size")
 
 
 def decimal_gib(value):
