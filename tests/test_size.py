@@ -92,7 +92,7 @@ def test_a_mamba_hybrid_keeps_a_state_per_request(tmp_path):
     shape = read_model_config(write(tmp_path, config))
     conv = (8 * 64 + 2 * 2 * 16) * (4 - 1)
     ssm = 8 * 64 * 16
-    assert (shape.layers, shape.state_layers, shape.state_elements) == (2, 4, conv + ssm)
+    assert (shape.layers, shape.state_layers, shape.state_conv, shape.state_ssm) == (2, 4, conv, ssm)
     assert shape.bytes_for(100) == 100 * 2 * 2 * 8 * 128 * 2 + 4 * (conv + ssm) * 2
     assert shape.bytes_for(0) == 0
     # the state splits over the ranks and stays in the model's dtype when the KV cache is fp8

@@ -115,8 +115,9 @@ def plan(
     engine=None,
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
-    :func:`tier_curve`'s. A sliding-window layer is charged per token, as if global (exact for prompts within
-    its window, more beyond it)."""
+    :func:`tier_curve`'s. Every layer is charged per token of every stored chunk, sliding-window layers too:
+    LMCache's rule (its chunks hold all layers, docs/engines.md section 4); vLLM's own offload, which can drop a
+    window layer's blocks outside the window, is not modelled."""
     per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
     cpu_tokens = tokens_in(cpu_gib, per_token)
     planner = Planner(workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile, meter)
