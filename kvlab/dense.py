@@ -6,7 +6,9 @@ from numba import njit
 
 __all__ = ["Interner"]
 
-EMPTY = np.int64(-1)  # a free slot of the hash table
+EMPTY = np.int32(-1)  # a free slot of the hash table
+# Dense ids are int32 (12 bytes a slot, the table at most half full): a workload held in memory has far fewer
+# than 2**31 distinct blocks.
 
 
 class Interner:
@@ -14,7 +16,7 @@ class Interner:
 
     def __init__(self, slots=1 << 16):
         self.hashes = np.zeros(slots, dtype=np.int64)
-        self.ids = np.full(slots, EMPTY, dtype=np.int64)
+        self.ids = np.full(slots, EMPTY, dtype=np.int32)
         self.count = 0  # distinct hash ids so far
 
     @property
@@ -25,7 +27,9 @@ class Interner:
         """The dense id of each of ``hashes`` (new ones numbered on)."""
         while 2 * (self.count + len(hashes)) > len(self.ids):  # keep the table at most half full
             self.hashes, self.ids = _rehash(self.hashes, self.ids, 2 * len(self.ids))
-        out = np.empty(len(hashes), dtype=np.int64)
+        if self.count + len(hashes) >= 2**31:
+            raise ValueError("more than 2**31 distinct blocks: too many to hold in memory")
+        out = np.empty(len(hashes), dtype=np.int32)
         self.count = _intern(self.hashes, self.ids, self.count, np.ascontiguousarray(hashes, dtype=np.int64), out)
         return out
 
@@ -61,7 +65,7 @@ def _intern(hashes, ids, count, values, out):
 @njit(cache=True)
 def _rehash(hashes, ids, slots):
     new_hashes = np.zeros(slots, dtype=np.int64)
-    new_ids = np.full(slots, EMPTY, dtype=np.int64)
+    new_ids = np.full(slots, EMPTY, dtype=np.int32)
     mask = slots - 1
     for old in range(len(ids)):
         if ids[old] != EMPTY:

@@ -21,7 +21,7 @@ class Columns(NamedTuple):
     labels: np.ndarray  # int64 or float64: what the per-request table shows (a document, a timestamp)
     tokens: np.ndarray  # int64: prompt length
     counts: np.ndarray  # int64: blocks per request
-    keys: np.ndarray  # int64: dense block keys of every request, request after request, head first
+    keys: np.ndarray  # int32: dense block keys of every request, request after request, head first
 
     @property
     def starts(self):
@@ -34,7 +34,7 @@ def concatenate(batches):
     batches = list(batches)
     if not batches:
         empty = np.zeros(0, dtype=np.int64)
-        return Columns(empty, empty, empty, empty, empty)
+        return Columns(empty, empty, empty, empty, empty.astype(np.int32))
     return Columns(*(np.concatenate(column) for column in zip(*batches, strict=True)))
 
 
@@ -81,7 +81,7 @@ def columns_of(requests, batch=1 << 16):
             np.array(labels),
             np.array(tokens, dtype=np.int64),
             np.array([len(request) for request in keys], dtype=np.int64),
-            np.array(ids, dtype=np.int64),
+            np.array(ids, dtype=np.int32),
         )
 
 

@@ -223,7 +223,7 @@ class DocumentWorkload(Workload):
                     docs,
                     np.full(count, tokens, dtype=np.int64),
                     np.full(count, blocks, dtype=np.int64),
-                    (docs[:, None] * blocks + offsets).ravel(),
+                    (docs[:, None] * blocks + offsets).ravel().astype(np.int32),  # < MAX_ACCESSES
                 )
 
 

@@ -13,7 +13,7 @@ __all__ = ["CompiledLRU", "compiled_cache", "fastest_cache"]
 NONE = -1
 # What write-through's CPU does with the blocks the GPU served (LMCache's switches): by (touch, re-store).
 ON_GPU_HIT = {(False, False): 0, (True, False): 1, (False, True): 2, (True, True): 3}
-STATE_BYTES_PER_KEY = 2 * 3 * 8  # per tier: before, after, size
+STATE_BYTES_PER_KEY = 2 * 3 * 4  # per tier: before, after, size (int32 unless a block passes 2**31 tokens)
 COMPILE_WORTH = 2**18  # block accesses from which compiling (importing numba, loading the kernels) pays
 
 
@@ -66,7 +66,9 @@ class CompiledLRU:
         self.on_gpu_hit = ON_GPU_HIT[bool(touch_cpu_on_gpu_hit), bool(re_store_on_gpu_hit)]
         self.used = np.zeros(2, dtype=np.int64)
         self.ends = np.full((2, 2), NONE, dtype=np.int64)  # per tier: least and most recent key
-        self.state = np.zeros((2, 0, 3), dtype=np.int64)  # tier, key, (BEFORE, AFTER, SIZE)
+        # tier, key, (BEFORE, AFTER, SIZE): int32 halves what a key's entry takes (and the cache misses)
+        self.dtype = np.int32 if block_tokens < 2**31 else np.int64
+        self.state = np.zeros((2, 0, 3), dtype=self.dtype)
 
     @property
     def nbytes(self):
@@ -79,7 +81,7 @@ class CompiledLRU:
         have = self.state.shape[1]
         if keys <= have:
             return
-        grown = np.zeros((2, max(keys, 2 * have), 3), dtype=np.int64)
+        grown = np.zeros((2, max(keys, 2 * have), 3), dtype=self.dtype)
         grown[:, :have] = self.state
         self.state = grown
 

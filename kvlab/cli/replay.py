@@ -52,7 +52,7 @@ def footprint(cache, per_request):
 
     row = 6 * 8 + 48 if per_request else 0  # its columns, then its CSV text
     if getattr(cache, "columns", False):
-        return Footprint(request=row, key=STATE_BYTES_PER_KEY + 48)  # + the hash table of dense ids
+        return Footprint(request=row, key=STATE_BYTES_PER_KEY + 24)  # + the hash table of dense ids
     return Footprint(access=120 if cache.offline else 0, request=row, key=250)  # Python objects; opt's future
 
 

@@ -30,6 +30,7 @@ def levels(columns, rounds, first, block, keep_partial, tail_first, keys):
     """Tokens served per round at each room ``B x level``: an array ``(rounds, keys + 2)``, where ``first`` is
     each request's first block that this tier is asked for (the GPU served those before it)."""
     served = np.zeros((rounds, keys + 2), dtype=np.int64)
+    latest = np.full(keys, -1, dtype=np.int32 if len(columns.keys) < 2**31 else np.int64)  # a key's latest access
     _levels(
         columns.keys,
         columns.counts,
@@ -39,16 +40,15 @@ def levels(columns, rounds, first, block, keep_partial, tail_first, keys):
         block,
         keep_partial,
         tail_first,
-        keys,
+        latest,
         served,
     )
     return served
 
 
 @njit(cache=True)
-def _levels(keys, counts, tokens, rounds, first, block, keep_partial, tail_first, distinct, served):
+def _levels(keys, counts, tokens, rounds, first, block, keep_partial, tail_first, latest, served):
     tree = np.zeros(len(keys) + 1, dtype=np.int32)  # Fenwick tree over the tier's access times
-    latest = np.full(distinct, -1, dtype=np.int64)  # each key's latest access time, -1: never
     now = 0
     start = 0
     for request in range(len(counts)):

@@ -34,10 +34,11 @@ from kvlab.stream import load, requests_of, round_sums
 
 __all__ = ["FOOTPRINT", "Curve", "lru_curve", "tier_curve"]
 
-# What a curve holds (kvlab/memory.py): per access its key, the Fenwick tree, the batches while they are joined;
-# per request its columns and what the GPU served; per distinct block the hash table, its latest access, its
-# level per round and the GPU's state. The general path (blocks of several sizes) holds about ten times more.
-FOOTPRINT = Footprint(access=8 + 4 + 8, request=5 * 8 + 4 * 8, key=48 + 8 + 8 + 48)
+# What a curve holds (kvlab/memory.py): per access its key, the Fenwick tree, the batches while they are joined
+# (int32 each); per request its columns and what the GPU served; per distinct block the hash table of dense ids,
+# its latest access, its level per round and the GPU's state. The general path (blocks of several sizes) holds
+# about ten times more.
+FOOTPRINT = Footprint(access=4 + 4 + 4, request=5 * 8 + 4 * 8, key=24 + 4 + 8 + 24)
 GENERAL = Footprint(access=400, request=100, key=150)  # Python lists of the stream and its queries, then arrays
 
 
