@@ -198,7 +198,7 @@ def _batch(path, trace, parser, first, raws):
             except TraceError as error:
                 failed = index, error
                 break
-            row = (timestamp, tokens, *(field.low or "" for field in trace.fields))  # checked: stand-ins
+            row = (timestamp, tokens, *("" if field.low is None else field.low for field in trace.fields))  # stand-ins
             ids = np.array(ids, dtype=np.int64).tobytes()
         record = None
         rows.append(row)
