@@ -1,4 +1,4 @@
-"""Scale: kvlab replay and kvlab mrc beside libCacheSim's LRU and KVCache.AI's kvcache-simulator, per block access.
+"""Scale: kvlab replay, mrc and plan beside libCacheSim's LRU and KVCache.AI's kvcache-simulator, per block access.
 
 At each size of ``bench/scale_traces.py`` (Mooncake traces made by cycling the published two:
 ``1x`` is the conversation trace, 288,500 block accesses; ``4x`` 1,154,024; ``16x`` 4,616,002;
@@ -7,56 +7,68 @@ sys, its children included) and peak memory (``ru_maxrss``) from ``os.wait4``:
 
 * ``replay``: ``python -m kvlab replay --workload mooncake --trace T --gpu-tokens G --block-tokens 512``,
   the whole command (the GPU tier only, LRU, tail first, last partial blocks dropped).
-* ``libCacheSim``: libCacheSim's C LRU (``LRU(G / 512).process_trace``) over the same block
-  accesses, unit-sized, already in memory in its oracleGeneral format: only the simulation is
-  timed (``getrusage`` around ``process_trace``; best of 3), not the loading. Its hash table is
-  sized for the room (``hashpower``): the default, 2^24 buckets, is 128 MiB that random keys touch
-  all over, and faulting it in took 6x the simulation's time at 1x. Accesses in kvlab's order,
-  the order a tier of ``kvlab replay`` sees (each request's full blocks tail first; its last
-  partial block never), and, a row apart, in the file's (every hash ID as written, head first).
+* ``libCacheSim, default table`` / ``libCacheSim, sized table``: libCacheSim's C LRU
+  (``LRU(G / 512).process_trace``) over the same block accesses, unit-sized, already in memory in
+  its oracleGeneral format: only the simulation is timed (``getrusage`` around ``process_trace``;
+  best of 3), not the loading. With its default hash table (2^24 buckets: 128 MiB that random keys
+  touch all over, faulted in during the simulation), and with one sized for the room
+  (``hashpower`` = bits of G / 512, + 1). Accesses in kvlab's order, the order a tier of ``kvlab
+  replay`` sees (each request's full blocks tail first; its last partial block never), and, in the
+  row ``libCacheSim, sized, file order``, in the file's (every hash ID as written, head first).
 * ``kvcache-sim``: ``kvcache-simulator`` 0.1.3 (PyPI, KVCache.AI; a batch C++ core it compiles
   with ``c++`` on first use) called as its ``run --policies lru --block-size 512`` command calls it,
   with a room of G / 512 blocks instead of a model's GiB: ``kvcache_sim.trace.parse_trace_file``,
   then ``kvcache_sim.cpp_backend.run_cpp_sweep`` with its default measurement window (the last half
-  of the requests). The whole process is timed, its C++ child included.
+  of the requests). The whole process is timed, its C++ child included. Skipped at a size where its
+  projected peak (start-up + the larger of 116 bytes per access and the rate this run measured at
+  smaller sizes) passes ``--peer-memory`` (default 16G) or 80% of the memory available, with the
+  reason printed and in the table.
 * ``mrc``: ``python -m kvlab mrc --workload mooncake --trace T --block-tokens 512``, the whole
   command (the exact curve of the GPU tier at every room).
+* ``plan``: ``python -m kvlab plan --workload mooncake --trace T --model-config
+  models/Qwen2.5-7B-Instruct/config.json --gpu-tokens G --cpu-gb 4 --write-policy write-through
+  --chunk-tokens 512``, the whole command (``--plan-cpu-gb`` for another budget).
 
-Every row runs first on a tiny trace (``1k``: 38 requests, 1,002 accesses), twice: the first run
-warms numba's cache (and compiles kvcache-simulator's core), the second gives the row's start-up
-CPU and peak; "above start-up" is a size's figure less that. Per access is per block access of the
-trace (its sum of ``len(hash_ids)``) in every row. The room G defaults to 512 x a quarter of the
-1x trace's distinct blocks: 45,697 blocks, 23,396,864 tokens (block hit ratio 0.35 at 1x). Each
-command is started by a small Python process (``-S``) that waits for it: a child started
-directly from this one would inherit its memory high-water mark (Linux keeps it across fork and
-exec), so a peak would never read below this process's own.
+A kvlab command that fails (a stop by ``--max-memory``, a kill) is a row marked failed, with its last
+line on stderr, not the end of the run. Every row runs first on a tiny trace (``1k``: 38 requests,
+1,002 accesses), twice: the first run warms numba's cache (and compiles kvcache-simulator's core),
+the second gives the row's start-up CPU and peak; "above start-up" is a size's figure less that.
+Per access is per block access of the trace (its sum of ``len(hash_ids)``) in every row. The room
+G defaults to 512 x a quarter of the 1x trace's distinct blocks: 45,697 blocks, 23,396,864 tokens
+(block hit ratio 0.35 at 1x). Each command is started by a small Python process (``-S``) that
+waits for it: a child started directly from this one would inherit its memory high-water mark
+(Linux keeps it across fork and exec), so a peak would never read below this process's own.
 
-Hit checks (the run stops if one fails):
+Hit checks (each is printed; one that disagrees is printed loudly, and the run exits 1 at the end):
 
 * libCacheSim in kvlab's order counts a block as a hit when it is cached at its access; the replay
   counts each request's cached prefix at its lookup. They can differ only by prefix blocks that
   the request's own new blocks (stored first, tail first) evict before they are touched: a Python
-  reference LRU over the same order counts both ways and must equal both. In the file's order
-  the hits are another LRU's (last partial blocks take slots, and tails are more recent than
-  heads); a second reference splits them into full-block prefix hits, hits on last partial blocks
-  and hits after a miss, and must equal libCacheSim's.
+  reference LRU over the same order counts both ways and must equal both (libCacheSim with either
+  hash table). In the file's order the hits are another LRU's (last partial blocks take slots, and
+  tails are more recent than heads); a second reference splits them into full-block prefix hits,
+  hits on last partial blocks and hits after a miss, and must equal libCacheSim's.
 * kvcache-simulator keeps each last partial block (a whole slot), evicts leaves of a prefix tree,
   and counts hit tokens over its window only; its hits on the trace itself are reported, not
   compared. On the same trace with each last partial block dropped and a first request of G / 512
   new blocks that fills the cache (so its window, which starts after that request, is the whole
   trace on a cache that behaves as an empty one), its ``hitTokens`` must equal the replay's
   ``gpu_hit_tokens`` (= 512 x ``gpu_hit_blocks``).
+* The plan's GPU hit tokens equal the replay's; its ``max_token_hit_ratio`` equals mrc's; a replay
+  with ``--cpu-tokens`` the plan's CPU room counts the plan's GPU and CPU hit tokens; and a replay
+  with ``--cpu-tokens`` the plan's ``cpu_tokens_for_full_reuse`` reaches mrc's ``reusable_tokens``.
 
 Prints two markdown tables (per row; ratios with their targets, pass/fail) and writes all figures
-as JSON to ``work/bench/scale.json``. Needs the bench extra (``make bench-scale``). ``100m`` needs
-memory: today's ``kvlab mrc`` takes ~280 bytes per access, kvcache-simulator ~115, libCacheSim
-holds a 2.4 GB trace. Usage::
+as JSON to ``work/bench/scale.json``, with the commit and a sha256 of kvlab/ at the start and the
+end (a warning if they differ). Needs the bench extra (``make bench-scale``). ``100m`` takes about
+25 minutes on 2 cores, and kvcache-simulator's peak there is about 11 GB. Usage::
 
     .venv/bin/python bench/scale.py [--sizes 1x,4x,16x[,100m]] [--gpu-tokens G] [--repeat N]
-        [--kvlab-root DIR]   # run `python -m kvlab` from another checkout (e.g. `git archive` of a commit)
+        [--plan-cpu-gb GIB] [--peer-memory 16G] [--json FILE] [--traces DIR]
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -503,6 +515,17 @@ def startup(capacity, gpu_tokens, folder, repeat, traces, plan_cpu_gb):
     return rows
 
 
+def code_stamp():
+    """The commit and a sha256 of every file under kvlab/ (``*.py`` and the compiled cores' sources) as they are
+    now: a run whose stamp at the end differs from its start measured code that changed under it."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "kvlab").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"commit": commit.stdout.strip() or None, "kvlab_sha256": digest.hexdigest()}
+
+
 def available_bytes():
     """MemAvailable now (bytes), or None."""
     try:
@@ -662,6 +685,7 @@ def main(argv=None):
         "plan": {"model_config": str(MODEL_CONFIG.relative_to(ROOT)), "cpu_gb": args.plan_cpu_gb},
         "peer_memory_bytes": peer_memory,
         "repeat": args.repeat,
+        "code": code_stamp(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "targets": {
             name: {"sign": sign, "value": value, "what": what} for name, (sign, value, what) in TARGETS.items()
@@ -706,6 +730,8 @@ def main(argv=None):
             for name, figures in checks.items():
                 if name != "not_checked":
                     print(f"  check {name}: {'agree' if figures['agree'] else 'DISAGREE'} {figures}", flush=True)
+    result["code_at_end"] = code_stamp()
+    result["code_changed_during_run"] = result["code_at_end"] != result["code"]
     result["ratios"] = ratio_rows(result["sizes"])
     verdicts = [passes(n, v) for ratios in result["ratios"].values() for n, v in ratios.items()]
     result["all_targets_pass"] = all(verdict is not False for verdict in verdicts)
@@ -724,6 +750,10 @@ def main(argv=None):
     for name, (sign, value, what) in TARGETS.items():
         print(f"target: {name} {sign} {value:g}: {what}")
     print(f"hit checks: {'all agree' if result['all_checks_agree'] else 'SOME DISAGREE (see above)'}")
+    code = result["code"]
+    print(f"kvlab: commit {code['commit']}, files sha256 {code['kvlab_sha256'][:16]}")
+    if result["code_changed_during_run"]:
+        print(f"WARNING: kvlab changed during the run (at the end: {result['code_at_end']})", file=sys.stderr)
     print(f"figures written to {args.json}")
     if not result["all_checks_agree"]:
         sys.exit(1)
