@@ -555,8 +555,8 @@ def peers_to_skip(accesses, base, done, limit):
         if projected > cap:
             skip[peer] = (
                 f"its projected peak, {projected / 1e9:,.1f} GB ({rate:.0f} B/access x {accesses:,} accesses"
-                f" + start-up), passes the {cap / 1e9:,.1f} GB allowed"
-                f" (--peer-memory {limit / 1e9:g} GB, 80% of the {(now or 0) / 1e9:,.1f} GB available now)"
+                f" + start-up), passes the {cap / 1e9:.3g} GB allowed"
+                f" (--peer-memory {limit / 1e9:,.3g} GB; 80% of the {(now or 0) / 1e9:,.1f} GB available now)"
             )
     return skip
 
