@@ -22,7 +22,7 @@ check: $(VENV)/.run-installed
 
 # The suite on every core (pytest-xdist), a test file per worker (its module's fixtures are built once).
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed

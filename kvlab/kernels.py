@@ -2,8 +2,9 @@
 compiles them once, and a copy of the cache into another tree.
 
 numba caches each ``@njit(cache=True)`` kernel beside its module (``__pycache__/*.nbi`` and ``*.nbc``), keyed on
-the module's name, the source file's time and size, and the function's bytecode: not on the folder. So a tree
-copied with its file times (a test's scratch copy, ``kvlab check``'s ``work/check/``) can take the cache along
+the module's name, the SHA-256 of the source file (numba 0.68, ``numba/core/caching.py``,
+``_hash_source_file``) and the function's bytecode: not on the folder. So a copied tree (a test's scratch copy,
+``kvlab check``'s ``work/check/``) can take the cache along
 instead of compiling again (about 5 s of CPU), and parallel jobs or test workers load what one warm-up compiled
 instead of each compiling the same kernels at once.
 
@@ -11,7 +12,9 @@ instead of each compiling the same kernels at once.
 """
 
 import ast
+import hashlib
 import shutil
+import sys
 from pathlib import Path
 
 __all__ = ["compiled", "copy_cache", "kernels", "warm"]
@@ -20,8 +23,9 @@ PACKAGE = Path(__file__).parent
 
 
 def kernels(package=PACKAGE):
-    """``(source file, function name)`` of every cached kernel a caller compiles on its own (inlined ones are
-    part of their callers), found by reading the source, without importing numba."""
+    """``(source file, function name, first line)`` of every cached kernel a caller compiles on its own (inlined
+    ones are part of their callers), found by reading the source, without importing numba. The first line is
+    the decorator's, as in numba's cache file names (the code's ``co_firstlineno``)."""
     found = []
     for path in sorted(package.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
@@ -29,7 +33,7 @@ def kernels(package=PACKAGE):
             continue
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef) and any(map(_cached_not_inlined, node.decorator_list)):
-                found.append((path, node.name))
+                found.append((path, node.name, node.decorator_list[0].lineno))
     return found
 
 
@@ -41,17 +45,22 @@ def _cached_not_inlined(decorator):
 
 
 def compiled(package=PACKAGE):
-    """Whether the cache holds every kernel for its current source (so that no compile is due)."""
-    for path, name in kernels(package):
-        indexes = list((path.parent / "__pycache__").glob(f"{path.stem}.{name}-*.nbi"))
-        if not indexes or max(index.stat().st_mtime for index in indexes) < path.stat().st_mtime:
+    """Whether the cache holds every kernel for its current source (so that no compile is due): each kernel's
+    index file holds the SHA-256 of its source file, numba's stamp of it."""
+    python = f"py{sys.version_info.major}{sys.version_info.minor}"
+    digests = {}
+    for path, name, line in kernels(package):
+        index = path.parent / "__pycache__" / f"{path.stem}.{name}-{line}.{python}.nbi"
+        if path not in digests:
+            digests[path] = hashlib.sha256(path.read_bytes()).digest()
+        if not index.is_file() or digests[path] not in index.read_bytes():
             return False
     return True
 
 
 def copy_cache(source, target):
     """Copy the compiled kernels of the package folder ``source`` into the same places under ``target`` (a copy
-    of it made with its file times), where they are missing."""
+    of it), where they are missing."""
     source, target = Path(source), Path(target)
     for cached in source.rglob("__pycache__/*.nb[ic]"):
         copy = target / cached.relative_to(source)
@@ -68,6 +77,7 @@ def warm():
     from kvlab.curves.mrc import lru_curve, tier_curve
     from kvlab.dense import Interner
     from kvlab.replay import replay
+    from kvlab.scan import scan
     from kvlab.workloads import LabWorkload
 
     lab = LabWorkload(4, docs=2, tokens=10, passes="fwd,rev")
@@ -78,6 +88,7 @@ def warm():
         tier_curve(lab, "keep", gpu_tokens=gpu)
     lru_curve([1, 2, 1], [1, 2, 1])
     Interner(slots=2).dense(np.arange(4, dtype=np.int64))
+    scan(b'{"a": 1, "b": [2]}', ("a", "b"), 1)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,12 @@ def pytest_configure(config):
         kernels.warm()
 
 
+def pytest_collection_modifyitems(items):
+    """The modules marked ``pipeline`` first (pytest-xdist hands out whole modules in this order): the slow ones
+    start at once on every worker and the quick ones fill in after, so that the workers end together."""
+    items.sort(key=lambda item: item.get_closest_marker("pipeline") is None)
+
+
 def load_config():
     """The committed config.yaml as a dict (a fresh copy each call)."""
     return yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))

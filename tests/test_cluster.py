@@ -13,6 +13,8 @@ from conftest import ROOT, run_pipeline, tool
 
 from kvlab.freshness import compare, results_of
 
+pytestmark = pytest.mark.pipeline
+
 PROFILE = "profiles/cluster-generic"
 SUBMITTED = "logs/cluster/submitted.log"  # "ID SCRIPT" per job that submit.sh started
 

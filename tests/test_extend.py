@@ -17,6 +17,8 @@ from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.config import validate
 
+pytestmark = pytest.mark.pipeline
+
 EXEMPT = {"policies.write_policies", "policies.evictions"}  # they hold every valid value already
 TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"
 TRACE_LINES = 400  # of the real trace, in the copies: the same format, a fraction of the work

@@ -27,6 +27,8 @@ from kvlab.cli import mrc as mrc_cli
 from kvlab.cli import plan as plan_cli
 from kvlab.cli.flags import make_workload
 
+pytestmark = pytest.mark.pipeline
+
 MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
 QWEN_1_5B = "models/Qwen2.5-1.5B-Instruct/config.json"

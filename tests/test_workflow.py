@@ -29,6 +29,8 @@ from kvlab.cli import COMMANDS
 from kvlab.freshness import compare, results_of
 from kvlab.runs import hold_lock
 
+pytestmark = pytest.mark.pipeline
+
 ALLOWED_LINT = "Specify a conda environment or container for each rule."  # explained in the Snakefile
 
 

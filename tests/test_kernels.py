@@ -1,0 +1,29 @@
+"""The compiled kernels' cache (kvlab/kernels.py): found by reading the source, judged fresh as numba judges it
+(by the source's content, not its folder or file time), and carried into a copy."""
+
+import shutil
+
+from conftest import KVLAB
+
+from kvlab import kernels
+
+
+def test_every_njit_kernel_is_found():
+    found = kernels.kernels()
+    names = {(path.name, name) for path, name, _ in found}
+    assert {("dense.py", "_intern"), ("scan.py", "_scan"), ("lru_kernel.py", "serve")} <= names
+    assert ("scan.py", "_integer") not in names  # inlined: part of its callers
+    for path, name, line in found:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert lines[line - 1].startswith("@njit(cache=True") and f"def {name}(" in "".join(lines[line : line + 3])
+
+
+def test_a_copy_takes_the_cache_along_and_an_edit_makes_it_stale(tmp_path):
+    assert kernels.compiled()  # the suite's controller warmed them
+    copy = tmp_path / "kvlab"
+    shutil.copytree(KVLAB, copy, ignore=shutil.ignore_patterns("__pycache__"))  # new file times, no cache
+    assert not kernels.compiled(copy)
+    kernels.copy_cache(KVLAB, copy)
+    assert kernels.compiled(copy)  # the same content: numba would load it
+    (copy / "dense.py").write_text((copy / "dense.py").read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert not kernels.compiled(copy)
