@@ -80,10 +80,12 @@ class ListLRU:
 
 
 class ModelCache:
-    """The rules of the three designs and LMCache's two switches, written out block by block."""
+    """The rules of the three designs and LMCache's two switches, written out block by block; ``cost(index,
+    tokens of the block, tokens of the request)`` gives a block's size in the tiers where its tokens do not."""
 
-    def __init__(self, design, gpu, cpu, block, keep, tail_first, touch=False, re_store=False):
+    def __init__(self, design, gpu, cpu, block, keep, tail_first, touch=False, re_store=False, cost=None):
         self.design = design
+        self.cost = cost
         self.gpu, self.cpu = ListLRU(gpu), ListLRU(cpu)
         self.block, self.keep, self.tail_first = block, keep, tail_first
         self.touch, self.re_store = touch, re_store
@@ -94,14 +96,15 @@ class ModelCache:
         if not count:
             return 0, 0, 0, 0
         block = self.block
-        sizes = [block] * (count - 1) + [tokens - block * (count - 1)]
+        lengths = [block] * (count - 1) + [tokens - block * (count - 1)]
+        sizes = [self.cost(index, length, tokens) for index, length in enumerate(lengths)] if self.cost else lengths
         gpu_end = 0
         while gpu_end < count and keys[gpu_end] in self.gpu:
             gpu_end += 1
         cpu_end = gpu_end
         while cpu_end < count and keys[cpu_end] in self.cpu:
             cpu_end += 1
-        stored = count if self.keep or sizes[-1] == block else count - 1
+        stored = count if self.keep or lengths[-1] == block else count - 1
         order = list(range(stored))
         if self.tail_first:
             order.reverse()
@@ -120,7 +123,7 @@ class ModelCache:
         else:
             for index in order:
                 self.cpu_step(index, keys[index], sizes[index], gpu_end, cpu_end)
-        return gpu_end, cpu_end - gpu_end, sum(sizes[:gpu_end]), sum(sizes[gpu_end:cpu_end])
+        return gpu_end, cpu_end - gpu_end, sum(lengths[:gpu_end]), sum(lengths[gpu_end:cpu_end])
 
     def cpu_step(self, index, key, size, gpu_end, cpu_end):
         cpu = self.cpu

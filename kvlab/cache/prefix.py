@@ -30,7 +30,8 @@ PARTIAL_BLOCKS = ("drop", "keep")
 
 
 class PrefixCache:
-    """Two tiers of blocks of ``block_tokens`` tokens; rooms in tokens (a CPU room of 0: no CPU tier).
+    """Two tiers of blocks of ``block_tokens`` tokens; rooms in tokens (a CPU room of 0: no CPU tier), or in the
+    unit of ``blocks``' sizes where it is given (:mod:`kvlab.cache.costs`).
 
     Subclasses are the write policies: ``_write`` fills the tiers after the lookup.
     """
@@ -46,6 +47,7 @@ class PrefixCache:
         eviction_order="tail-first",
         gpu_eviction="lru",
         cpu_eviction="lru",
+        blocks=None,
     ):
         if block_tokens < 1:
             raise ValueError(f"block_tokens must be >= 1, got {block_tokens!r}")
@@ -56,6 +58,7 @@ class PrefixCache:
         self.block_tokens = block_tokens
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"
+        self.blocks = blocks or Blocks  # makes a request's Blocks: their sizes (kvlab/cache/costs.py: bytes)
         if self.keep_partial:
             for setting, tier in (("gpu_eviction", self.gpu), ("cpu_eviction", self.cpu)):
                 if tier.equal_sizes:
@@ -135,7 +138,7 @@ class PrefixCache:
                 future.advance(keys)
             for tier in self._offline:
                 tier.reprioritize(keys)
-        self._write(Blocks(keys, tokens, block, self.keep_partial), gpu_end, cpu_end)
+        self._write(self.blocks(keys, tokens, block, self.keep_partial), gpu_end, cpu_end)
         return gpu_end, cpu_end - gpu_end, gpu_tokens, cpu_tokens
 
     def _write(self, blocks, gpu_end, cpu_end):

@@ -1,6 +1,7 @@
 """``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
 recomputed per round, and the GiB full reuse (or a target hit ratio) takes. GB means GiB (2**30 bytes)."""
 
+from kvlab.cache.costs import WINDOW_RULES
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
@@ -89,6 +90,13 @@ def build_parser(prog):
         choices=ENGINES,
         help="also the settings to paste into this engine for the CPU budget, and the host memory it allocates",
     )
+    parser.add_argument(
+        "--window-rule",
+        choices=WINDOW_RULES,
+        help="what a sliding-window layer stores: all-layers (LMCache: every token) or in-window (vLLM's hybrid"
+        " allocator: only the last window of each request; budgets by bisection over replays); default in-window"
+        " with --engine vllm, else all-layers",
+    )
     add_memory_argument(parser)
     return parser
 
@@ -96,6 +104,8 @@ def build_parser(prog):
 def execute(args, parser):
     from kvlab.curves.mrc import FOOTPRINT
     from kvlab.sizing.plan import model_name, plan, table
+
+    window_rule = args.window_rule or ("in-window" if args.engine == "vllm" else "all-layers")
 
     workload, shape, _, gpu_tokens = plan_setting(args)
     meter = make_meter(args, FOOTPRINT)
@@ -114,6 +124,7 @@ def execute(args, parser):
         meter,
         args.kv_dtype,
         args.engine,
+        window_rule,
     )
     return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
 

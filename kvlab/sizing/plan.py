@@ -7,6 +7,13 @@ stored). Under write-through the CPU figures come from the exact curve of the CP
 them. Write-back and selective have no such curve: their budgets are found by bisection over replays,
 which assumes more CPU never serves less.
 
+A model with sliding-window layers is charged by one of two rules (``window_rule``): ``all-layers``, LMCache's
+(its chunks hold every layer for every token; docs/engines.md, section 4), or ``in-window``, vLLM's hybrid
+allocator (the window layers only for the blocks in the last window of the request that stored them,
+``kvlab/cache/costs.py``). Under ``in-window`` a block's bytes depend on the request that stored it, the
+exact curve's one size per block no longer holds, and every budget is found by bisection over replays in
+bytes; its token figures are then bytes over the bytes of a token of all layers, rounded up.
+
 "GB" means GiB (2**30 bytes), as LMCache's max_local_cpu_size and vLLM's kv_offloading_size. The command
 is ``kvlab plan`` (``kvlab/cli/plan.py``).
 """
@@ -16,6 +23,7 @@ from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 
+from kvlab.cache.costs import WINDOW_RULES, WindowCosts
 from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
@@ -27,40 +35,52 @@ __all__ = ["Planner", "model_name", "plan", "table"]
 
 
 class Planner:
-    """The workload and the GPU room fixed; what a CPU room of so many tokens gives, per round."""
+    """The workload and the GPU room fixed; what a CPU room gives, per round. Rooms are in tokens, or in bytes
+    with ``costs`` (:class:`kvlab.cache.costs.WindowCosts`)."""
 
     def __init__(
-        self, workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile=None, meter=None
+        self,
+        workload,
+        gpu_room,
+        write_policy,
+        partial_blocks,
+        eviction_order,
+        before_compile=None,
+        meter=None,
+        costs=None,
     ):
         self.workload = workload
-        self.gpu_tokens = gpu_tokens
+        self.gpu_room = gpu_room
         self.write_policy = write_policy
+        self.costs = costs
         self.rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
         self.curve = None  # write-through: the CPU tier's exact curve (its base: the GPU's tokens per round)
-        if write_policy == "write-through":
-            self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_tokens, before_compile, meter)
+        if write_policy == "write-through" and costs is None:
+            self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_room, before_compile, meter)
 
-    def per_round(self, cpu_tokens):
+    def per_round(self, cpu_room):
         """``(input, GPU, CPU)`` tokens per round at this CPU room."""
         if self.curve is None:
-            cache = make_cache(self.write_policy, self.gpu_tokens, cpu_tokens, self.workload.block_tokens, **self.rules)
+            block = self.workload.block_tokens
+            cache = make_cache(self.write_policy, self.gpu_room, cpu_room, block, **self.rules, blocks=self.costs)
             return [(row[2], row[5], row[6]) for row in replay(self.workload, cache)]
         curve = self.curve
-        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(cpu_tokens), strict=True)]
+        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(cpu_room), strict=True)]
 
-    def hit_tokens(self, cpu_tokens):
-        return sum(gpu + cpu for _, gpu, cpu in self.per_round(cpu_tokens))
+    def hit_tokens(self, cpu_room):
+        return sum(gpu + cpu for _, gpu, cpu in self.per_round(cpu_room))
 
     @cached_property
     def unlimited_cpu(self):
-        """A CPU room that never evicts: every distinct block the workload can store."""
+        """A CPU room that never evicts: every distinct block the workload can store, at the most it can cost."""
         block = self.workload.block_tokens
         keep = self.rules["partial_blocks"] == "keep"
         sizes = {}
         for request in self.workload.requests():
             blocks = Blocks(request.keys, request.tokens, block, keep)
             for index in range(blocks.stored):
-                sizes[request.keys[index]] = block if index < blocks.full else blocks.last
+                size = block if index < blocks.full else blocks.last
+                sizes[request.keys[index]] = self.costs.most(size) if self.costs else size
         return sum(sizes.values())
 
     def smallest_cpu(self, hits):
@@ -113,18 +133,32 @@ def plan(
     meter=None,
     kv_dtype="auto",
     engine=None,
+    window_rule="all-layers",
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
-    :func:`tier_curve`'s. Every layer is charged per token of every stored chunk, sliding-window layers too:
-    LMCache's rule (its chunks hold all layers, docs/engines.md section 4); vLLM's own offload, which can drop a
-    window layer's blocks outside the window, is not modelled."""
+    :func:`tier_curve`'s. Rooms and budgets are per GPU; ``gpu_tokens`` counts tokens of all layers."""
     per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
     cpu_tokens = tokens_in(cpu_gib, per_token)
-    planner = Planner(workload, gpu_tokens, write_policy, partial_blocks, eviction_order, before_compile, meter)
-    rows = planner.per_round(cpu_tokens)
+    costs, gpu_room, cpu_room = None, gpu_tokens, cpu_tokens
+    if shape.window_layers and window_rule == "in-window":
+        window = shape.window_layers * shape.attention_bytes(tp, kv_dtype)
+        costs = WindowCosts(per_token - window, window, shape.window)
+        gpu_room, cpu_room = gpu_tokens * per_token, tokens_in(cpu_gib, 1)
+    elif window_rule not in WINDOW_RULES:
+        raise ValueError(f"window_rule must be one of {', '.join(WINDOW_RULES)}, got {window_rule!r}")
+
+    def tokens_of(room):  # a room in tokens of all layers
+        return room if costs is None or room is None else -(-room // per_token)
+
+    def gib_of(room):
+        return gib(room, per_token) if costs is None else gib(room, 1)
+
+    planner = Planner(workload, gpu_room, write_policy, partial_blocks, eviction_order, before_compile, meter, costs)
+    rows = planner.per_round(cpu_room)
     totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0, 0, 0]
     most = planner.most_hits
     full = planner.smallest_cpu(most)
+    rules = {"window_rule": window_rule} if shape.window_layers else {}
     result = {
         "workload": workload.describe(),
         "model": {"config": model, **shape.describe(tp, kv_dtype)},
@@ -135,6 +169,7 @@ def plan(
             "eviction_order": eviction_order,
             "write_policy": write_policy,
             "eviction": "lru",
+            **rules,
             "gpu_tokens": gpu_tokens,
             "gpu_gb": gib(gpu_tokens, per_token),
             "cpu_gb": float(cpu_gib),
@@ -143,15 +178,15 @@ def plan(
         **{key: value for key, value in round_figures("all", *totals).items() if key != "round"},
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],
         "max_token_hit_ratio": ratio(most, totals[0]),
-        "cpu_tokens_for_full_reuse": full,
-        "cpu_gb_for_full_reuse": gib(full, per_token),
+        "cpu_tokens_for_full_reuse": tokens_of(full),
+        "cpu_gb_for_full_reuse": gib_of(full),
     }
     if target is not None:
         need = math.ceil(Fraction(str(target)) * totals[0])  # the ratio as written: 0.9 is 9/10
         found = planner.smallest_cpu(need) if need <= most else None
         result["target_hit_ratio"] = target
-        result["cpu_tokens_for_target"] = found
-        result["cpu_gb_for_target"] = None if found is None else gib(found, per_token)
+        result["cpu_tokens_for_target"] = tokens_of(found)
+        result["cpu_gb_for_target"] = None if found is None else gib_of(found)
     if engine is not None:
         result["engine"] = engine_settings(engine, cpu_gib, tp, workload.block_tokens, write_policy, shape, kv_dtype)
     return result
@@ -167,7 +202,8 @@ def table(result):
         f" x {model['dtype']} = {model['bytes_per_token']:,} bytes per token (tp {model['tp']});"
         f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gb']} GiB",
         f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gb']} GiB);"
-        f" CPU: {cache['cpu_gb']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU",
+        f" CPU: {cache['cpu_gb']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU"
+        + (f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""),
         "",
     ]
     rows = pd.DataFrame([*result["rounds"], {**result, "round": "all"}])
