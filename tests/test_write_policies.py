@@ -98,12 +98,7 @@ class ModelCache:
         block = self.block
         lengths = [block] * (count - 1) + [tokens - block * (count - 1)]
         sizes = [self.cost(index, length, tokens) for index, length in enumerate(lengths)] if self.cost else lengths
-        gpu_end = 0
-        while gpu_end < count and keys[gpu_end] in self.gpu:
-            gpu_end += 1
-        cpu_end = gpu_end
-        while cpu_end < count and keys[cpu_end] in self.cpu:
-            cpu_end += 1
+        gpu_end, cpu_end = self.lookup(keys, tokens, lengths)
         stored = count if self.keep or lengths[-1] == block else count - 1
         order = list(range(stored))
         if self.tail_first:
@@ -124,6 +119,16 @@ class ModelCache:
             for index in order:
                 self.cpu_step(index, keys[index], sizes[index], gpu_end, cpu_end)
         return gpu_end, cpu_end - gpu_end, sum(lengths[:gpu_end]), sum(lengths[gpu_end:cpu_end])
+
+    def lookup(self, keys, tokens, lengths):
+        """``(gpu_end, cpu_end)``: the leading blocks on the GPU, then those after them on the CPU."""
+        gpu_end = 0
+        while gpu_end < len(keys) and keys[gpu_end] in self.gpu:
+            gpu_end += 1
+        cpu_end = gpu_end
+        while cpu_end < len(keys) and keys[cpu_end] in self.cpu:
+            cpu_end += 1
+        return gpu_end, cpu_end
 
     def cpu_step(self, index, key, size, gpu_end, cpu_end):
         cpu = self.cpu

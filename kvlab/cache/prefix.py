@@ -127,8 +127,11 @@ class PrefixCache:
         if not count:
             return 0, 0, 0, 0
         block = self.block_tokens
-        gpu_end = self.gpu.prefix_end(keys)
-        cpu_end = self.cpu.prefix_end(keys, gpu_end)
+        if self.blocks is Blocks:
+            gpu_end = self.gpu.prefix_end(keys)
+            cpu_end = self.cpu.prefix_end(keys, gpu_end)
+        else:  # blocks of layer groups: their own lookup (kvlab/cache/costs.py)
+            gpu_end, cpu_end = self.blocks.lookup(keys, tokens, block, self.keep_partial, self.gpu, self.cpu)
         gpu_tokens = min(gpu_end * block, tokens)
         cpu_tokens = min(cpu_end * block, tokens) - gpu_tokens
         if self._offline:

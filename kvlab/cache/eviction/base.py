@@ -46,6 +46,10 @@ class EvictionPolicy:
         """Stored keys, in the order the policy keeps them (oldest first where it keeps one)."""
         return list(self._sizes)
 
+    def size_of(self, key):
+        """The stored size of ``key``; None if it is not stored."""
+        return self._sizes.get(key)
+
     def prefix_end(self, keys, start=0):
         """Index of the first of ``keys[start:]`` not stored here (``len(keys)`` if all are)."""
         stored = self._sizes
