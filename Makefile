@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SNAKEMAKE := $(BIN)/snakemake
 
-.PHONY: run check test lint format bench report cluster-install clean
+.PHONY: run check test test-server lint format bench report cluster-install clean
 
 # `kvlab run`: config.yaml checked as data first (no YTE templating, no alias bombs, the schema), then Snakemake,
 # one run at a time in this folder, recovering from a killed run. FORCE=results/x.json reruns what makes that
@@ -23,6 +23,13 @@ check: $(VENV)/.run-installed
 # The suite on every core (pytest-xdist), a test file per worker (its module's fixtures are built once).
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
+
+# The lab on a real server (server/check.py): llama-cpp-python serving a tiny model on 127.0.0.1, measured by
+# `kvlab measure`, its hits read from its log and compared request by request with `kvlab replay --server
+# llama-cpp`; about 15 seconds once the server extra is installed (the first install compiles llama.cpp).
+test-server: $(VENV)/.server-installed
+	@echo "Measuring the lab's passes on a real llama-cpp-python server ..."
+	$(BIN)/python server/check.py --out work/server/measurement.jsonl
 
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed
@@ -86,6 +93,12 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $
 # The bench extra, not part of `make run`: see requirements-bench.txt for --no-deps.
 $(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.run-installed
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-bench.txt
+	touch $@
+
+# The server extra, for `make test-server` only (requirements-server.txt).
+$(VENV)/.server-installed: requirements-server.txt $(VENV)/.run-installed
+	@echo "Installing llama-cpp-python's server into $(VENV) (the first time compiles llama.cpp: about 6.5 minutes on 2 cores) ..."
+	$(BIN)/python -m pip install --disable-pip-version-check -r requirements-server.txt
 	touch $@
 
 # The cluster extra, not part of `make run`: requirements-cluster.txt includes requirements.txt, whose pins it

@@ -1,49 +1,73 @@
-"""``kvlab example-measurement``: the SYNTHETIC example TTFT measurement in the lab's schema, not a measurement
-of anything (``kvlab/measure/example.py``)."""
+"""``kvlab measure``: the lab's TTFT measurement taken from a real OpenAI-compatible server (vLLM, SGLang,
+llama.cpp, ...): the passes over ``--docs`` documents of ``--tokens`` tokens, each request a document and its
+own question, streamed; one record per request under ``--config-name`` in ``--out``, whose other configs'
+records are kept. The API key, if the server needs one, is read from the environment variable named by
+``--api-key-env`` (default KVLAB_API_KEY) and is never printed."""
+
+import os
 
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
-from kvlab.cli.types import named_order, named_rooms, number_in
-from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
+from kvlab.cli.types import named_order, number_in
+from kvlab.workloads import whole_number
 
-MAX_MS = 10**9  # about 11.6 days: no latency is longer
-
-
-milliseconds = number_in(0, MAX_MS, f"milliseconds from 0 to {MAX_MS}")
-jitter = number_in(0, 10, "a relative standard deviation from 0 to 10")
+PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]  # the lab's
+MAX_TOKENS = 10**6
+seconds = number_in(0.001, 86400, "seconds from 0.001 to 86400")
 
 
 def build_parser(prog):
-    from kvlab.measure.example import LATENCIES
-
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_argument("--config", type=argument(named_rooms), action="append", required=True, metavar="NAME:GPU,CPU")
-    parser.add_argument(
-        "--pass", dest="passes", type=argument(named_order), action="append", required=True, metavar="NAME:fwd|rev"
+    server = parser.add_argument_group("server")
+    server.add_argument("--base-url", required=True, help="the server's address, e.g. http://127.0.0.1:8000")
+    server.add_argument("--model", required=True, help="the model name the server serves")
+    server.add_argument(
+        "--api-key-env", default="KVLAB_API_KEY", metavar="NAME", help="environment variable holding the API key"
     )
-    parser.add_argument("--docs", type=argument(whole_number(0)), required=True)
-    parser.add_argument("--tokens", type=argument(whole_number(0)), required=True)
-    for latency in LATENCIES:
-        flag = f"--{latency.replace('_', '-')}-ms"
-        parser.add_argument(flag, type=argument(milliseconds), required=True, help="mean latency, ms")
-    parser.add_argument("--jitter", type=argument(jitter), required=True, help="relative standard deviation of a draw")
-    parser.add_argument("--seed", type=argument(any_int), required=True)
-    parser.add_output("--out", required=True)
+    server.add_argument("--timeout", type=argument(seconds), default=120.0, help="seconds per request (default 120)")
+    workload = parser.add_argument_group("workload")
+    workload.add_argument("--docs", type=argument(whole_number(1, 1024)), required=True, help="documents (<= 1024)")
+    workload.add_argument(
+        "--tokens", type=argument(whole_number(1, MAX_TOKENS)), required=True, help="tokens per document"
+    )
+    workload.add_argument(
+        "--pass",
+        dest="passes",
+        type=argument(named_order),
+        action="append",
+        metavar="NAME:fwd|rev",
+        help="a pass over the documents, in order (repeat; default the lab's three)",
+    )
+    workload.add_argument(
+        "--max-tokens", type=argument(whole_number(1, 4096)), default=4, help="tokens to generate (default 4)"
+    )
+    parser.add_argument("--config-name", required=True, help="the config the records are filed under")
+    parser.add_output("--out", required=True, help="the measurement (JSONL): this config's records replaced")
     return parser
 
 
 def execute(args, parser):
-    from kvlab.measure.example import LATENCIES, generate, jsonl
+    from kvlab.cli.replay import progress_bar
+    from kvlab.measure.client import Server
+    from kvlab.measure.example import jsonl
+    from kvlab.measure.lab import measure, merged
 
-    for flag, named in (("--config", args.config), ("--pass", args.passes)):
-        names = [name for name, _ in named]
-        if len(set(names)) != len(names):
-            raise UsageError(f"{flag}: a name is given twice")
-    if args.docs * len(args.passes) * len(args.config) > MAX_ACCESSES:
-        raise UsageError(f"--docs {args.docs} makes more than {MAX_ACCESSES} requests")
-    configs = [(name, gpu, cpu) for name, (gpu, cpu) in args.config]
-    latency = {name: getattr(args, f"{name}_ms") for name in LATENCIES}
-    records = generate(configs, args.passes, args.docs, args.tokens, latency, args.jitter, args.seed)
-    return Outputs({args.out: jsonl(records)})
+    passes = args.passes or PASSES
+    names = [name for name, _ in passes]
+    if len(set(names)) != len(names):
+        raise UsageError("--pass: a name is given twice")
+    if not args.config_name.strip() or len(args.config_name) > 200:
+        raise UsageError("--config-name must be a name of 1 to 200 characters")
+    merged(args.out, args.config_name, [])  # a bad existing file stops here, before the server is used
+    bar = progress_bar(args.docs * len(passes))
+    try:
+        with Server(args.base_url, args.model, os.environ.get(args.api_key_env), args.timeout) as server:
+            records = measure(
+                server, args.config_name, args.docs, args.tokens, passes, args.max_tokens, bar.update if bar else None
+            )
+    finally:
+        if bar:
+            bar.close()
+    return Outputs({args.out: jsonl(merged(args.out, args.config_name, records))})
 
 
 def main(argv, prog):

@@ -5,7 +5,8 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 import sys
 
 from kvlab.cache.compiled import STATE_BYTES_PER_KEY
-from kvlab.cli.base import Outputs, Parser, run, summary
+from kvlab.cache.write_policies import CACHE_SETTINGS
+from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
 from kvlab.cli.flags import (
     add_cache_policy_arguments,
     add_memory_argument,
@@ -17,6 +18,8 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
+
+SERVERS = ("llama-cpp",)
 
 
 def build_parser(prog):
@@ -30,6 +33,20 @@ def build_parser(prog):
         help="tokens per block (default 256, LMCache's chunk; mooncake: 512, the trace's, or a multiple of it)",
     )
     add_cache_policy_arguments(cache)
+    server = parser.add_argument_group("a server's own design (instead of the write and eviction policies)")
+    server.add_argument(
+        "--server",
+        choices=SERVERS,
+        help="llama-cpp: llama-cpp-python's context of one prompt and RAM cache of whole saved states"
+        " (kvlab/cache/llama_cpp.py); the rooms are its context and its --cache_size in tokens of KV",
+    )
+    server.add_argument(
+        "--state-extra-tokens",
+        type=tokens,
+        default=0,
+        help="tokens a saved state holds beyond the request (its question, its completion, its fixed bytes)",
+    )
+    server.add_argument("--bos", action="store_true", help="every prompt starts with the same BOS token")
     parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
     add_workload_arguments(parser)
     add_memory_argument(parser)
@@ -56,11 +73,27 @@ def footprint(cache, per_request):
     return Footprint(access=120 if cache.offline else 0, request=row, key=250)  # Python objects; opt's future
 
 
+def server_cache(args, parser, workload):
+    """The server's design; the write and eviction settings, which it does not have, must be left alone."""
+    from kvlab.cache.llama_cpp import LlamaCppServer
+
+    for key in CACHE_SETTINGS:
+        if getattr(args, key) != parser.get_default(key):
+            raise UsageError(f"--{key.replace('_', '-')} does not apply to --server {args.server}")
+    return LlamaCppServer(args.gpu_tokens, args.cpu_tokens, workload.block_tokens, args.state_extra_tokens, args.bos)
+
+
+def server_settings(args):
+    return {"server": args.server, "state_extra_tokens": args.state_extra_tokens, "bos": args.bos}
+
+
 def execute(args, parser):
     from kvlab.replay import per_request_csv, replay, report
 
+    if not args.server and (args.state_extra_tokens or args.bos):
+        raise UsageError("--state-extra-tokens and --bos apply to --server only")
     workload = make_workload(args, args.block_tokens)
-    cache = build_cache(args, workload)
+    cache = server_cache(args, parser, workload) if args.server else build_cache(args, workload)
     rows = [] if args.per_request else None
     meter = make_meter(args, footprint(cache, rows is not None))
     bar = progress_bar(len(workload))
@@ -73,7 +106,7 @@ def execute(args, parser):
         "gpu_tokens": args.gpu_tokens,
         "cpu_tokens": args.cpu_tokens,
         "block_tokens": workload.block_tokens,
-        **cache_settings(args),
+        **(server_settings(args) if args.server else cache_settings(args)),
     }
     files = {args.per_request: per_request_csv(workload, rows)} if rows is not None else {}
     return Outputs(files, dump_json(report(workload, settings, totals)))

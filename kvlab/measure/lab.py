@@ -1,0 +1,69 @@
+"""The lab's measurement taken from a real server: its passes over its documents, one record per request.
+
+Every request is a document followed by its own question (:mod:`kvlab.measure.documents`), sent in the lab's
+order: the passes one after another, each reading the documents forward or in reverse. Each yields a record of
+the lab's schema, ``{"config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms"}`` (ms rounded to 2
+decimals), as :mod:`kvlab.summarize` reads it.
+"""
+
+from kvlab.measure.documents import documents, question
+
+__all__ = ["Tokenizer", "measure", "merged", "requests"]
+
+
+class Tokenizer:
+    """The server's token count, as :func:`kvlab.measure.documents.documents` asks for it."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def count(self, text):
+        return len(self.server.tokens(text))
+
+    def first(self, text):
+        ids = self.server.tokens(text)
+        return ids[0] if ids else None
+
+
+def requests(docs, tokens, passes, tokenizer=None):
+    """``(pass name, doc, doc_tokens, prompt)`` of every request in the order sent."""
+    made = documents(docs, tokens, tokenizer)
+    number = 0
+    for name, order in passes:
+        for doc in range(docs) if order == "fwd" else range(docs - 1, -1, -1):
+            yield name, doc, made[doc].tokens, f"{made[doc].text} {question(number)}"
+            number += 1
+
+
+def measure(server, config, docs, tokens, passes, max_tokens, progress=None):
+    """The records of one config: every request of the passes through ``server``, timed."""
+    tokenizer = Tokenizer(server) if server.tokens("abc") is not None else None
+    records = []
+    for name, doc, doc_tokens, prompt in requests(docs, tokens, passes, tokenizer):
+        ttft, total = server.complete(prompt, max_tokens)
+        records.append(
+            {
+                "config": config,
+                "pass": name,
+                "doc": doc,
+                "doc_tokens": doc_tokens,
+                "ttft_ms": round(ttft, 2),
+                "total_ms": round(total, 2),
+            }
+        )
+        if progress is not None:
+            progress(1)
+    return records
+
+
+def merged(path, config, records):
+    """The file's records of other configs, kept as they are, then ``records``; a file that does not exist yet
+    is empty. A bad line: :class:`kvlab.summarize.InputError` naming ``file:line``."""
+    import os
+
+    from kvlab.summarize import read_records
+
+    kept = []
+    if os.path.exists(path):
+        kept = [record for _, record in read_records(path) if record["config"] != config]
+    return kept + records
