@@ -139,11 +139,14 @@ def check_config(config):
     check_mrc(config)
     check_plans(config)
     check_ttft(config)
+    check_real(config)
 
 
 def check_inputs(config):
     """Every input file config.yaml names exists (but the example measurement, which the pipeline makes)."""
     named = [("measurement.source", config["measurement"]["source"])]
+    if "real_measurement" in config:
+        named.append(("real_measurement.source", config["real_measurement"]["source"]))
     for name, spec in config["replay"]["workloads"].items():
         if "trace" in spec:
             named.append((f"replay.workloads.{name}.trace", spec["trace"]))
@@ -219,6 +222,18 @@ def check_plans(config):
             raise ConfigError(f"config: {key}.model_config: {error}") from None
         except ValueError as error:
             raise ConfigError(f"config: {key}.tp: {error}") from None
+
+
+def check_real(config):
+    """The real measurement's fitted documents are documents of its setting, and not all of them."""
+    real = config.get("real_measurement")
+    if real is None:
+        return
+    outside = [doc for doc in real["fit_docs"] if doc >= real["docs"]]
+    if outside:
+        raise ConfigError(f"config: real_measurement.fit_docs: {outside[0]} is not one of the {real['docs']} docs")
+    if len(set(real["fit_docs"])) >= real["docs"]:
+        raise ConfigError("config: real_measurement.fit_docs: every document is fitted; none is left to compare")
 
 
 def check_ttft(config):
@@ -467,12 +482,34 @@ MEASUREMENT = "results/ttft.jsonl"
 
 def ttft_fit_args(config):
     """kvlab/latency/ttft.py fit's setting: documents, each config's rooms, each pass's order."""
-    setting = config["ttft"]["setting"]
+    return setting_args(config["ttft"]["setting"])
+
+
+def setting_args(setting):
+    """A measurement's setting as ``kvlab ttft fit`` flags: documents, each config's rooms, each pass's order."""
     args = [f"--docs {setting['docs']}", f"--tokens {setting['tokens']}"]
     for name, rooms in setting["configs"].items():
         args.append("--config " + shlex.quote(f"{name}:{rooms['gpu']},{rooms['cpu']}"))
     args += ["--pass " + shlex.quote(f"{name}:{order}") for name, order in setting["passes"].items()]
     return " ".join(args)
+
+
+# A real server's measurement (config.yaml's real_measurement): its summary, and the TTFT model fitted through
+# the server's own design on some documents and compared on the others.
+REAL_MEASURED = "results/real/measured.json"
+REAL_MODEL = "results/real/model.json"
+REAL_TABLE = "results/real/predicted_vs_measured.csv"
+
+
+def real_fit_args(config):
+    """``kvlab ttft fit``'s flags for the real measurement: its setting, its server's design, the fitted docs."""
+    real = config["real_measurement"]
+    args = [setting_args(real), f"--server {real['server']}", f"--state-extra-tokens {real['state_extra_tokens']}"]
+    return " ".join(args + [f"--fit-doc {doc}" for doc in real["fit_docs"]])
+
+
+def real_targets(config):
+    return [REAL_MEASURED, REAL_MODEL, REAL_TABLE] if "real_measurement" in config else []
 
 
 def ttft_sweep_path(sweep):
@@ -517,9 +554,15 @@ MEASURED_PLOTS = ("gpu_cliff", "cpu_cliff", "ttft_per_pass", "predicted_vs_measu
 
 
 def plot_args(config, plot):
-    """kvlab plots' flags besides the inputs: a note under every figure drawn from the synthetic example."""
+    """kvlab plots' flags besides the inputs: a note under every figure drawn from the synthetic example, and
+    under a real measurement's its own."""
+    if plot in REAL_PLOTS:
+        return f"--note {shlex.quote(config['real_measurement']['note'])}"
     synthetic = config["measurement"]["source"] == EXAMPLE_MEASUREMENT
     return f"--note {shlex.quote(SYNTHETIC_NOTE)}" if synthetic and plot in MEASURED_PLOTS else ""
+
+
+REAL_PLOTS = ("real_ttft_per_pass", "real_predicted_vs_measured")
 
 
 def plot_inputs(config):
@@ -541,6 +584,9 @@ def plot_inputs(config):
         ]
     if "budgets" in config["ttft"]:
         inputs["ttft_budgets"] = [ttft_budgets_path(config["ttft"]["budgets"]["plan"])]
+    if "real_measurement" in config:
+        inputs["real_ttft_per_pass"] = [config["real_measurement"]["source"]]
+        inputs["real_predicted_vs_measured"] = [REAL_TABLE]
     return inputs
 
 
@@ -556,7 +602,8 @@ def all_targets(config):
     replay = [replay_table_path(workload) for workload in config["replay"]["workloads"]]
     policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
     planner = mrc_targets(config) + list(map(plan_path, config["plans"]))
-    return lab + replay + policies + planner + ttft_targets(config) + list(map(plot_path, plot_inputs(config)))
+    plots = list(map(plot_path, plot_inputs(config)))
+    return lab + replay + policies + planner + ttft_targets(config) + real_targets(config) + plots
 
 
 class JobError(RuntimeError):

@@ -37,3 +37,47 @@ rule measured:
         "logs/measured.log",
     run:
         pipeline.run_job(line("summarize {input.measurement:q} {output:q}"), log[0])
+
+
+# A real server's measurement (config.yaml's real_measurement), when there is one: its summary, and the TTFT
+# model fitted through the server's own design on some documents, compared on the others.
+if "real_measurement" in config:
+
+    rule real_measured:
+        input:
+            code=code("summarize"),
+            measurement=config["real_measurement"]["source"],
+        output:
+            report(
+                pipeline.REAL_MEASURED,
+                caption="../report/measured.rst",
+                category="5. A real server",
+            ),
+        log:
+            "logs/real/measured.log",
+        run:
+            pipeline.run_job(line("summarize {input.measurement:q} {output:q}"), log[0])
+
+    rule real_ttft_fit:
+        input:
+            stamp=stamp("real_ttft_fit", pipeline.real_fit_args(config)),
+            code=code("ttft"),
+            measurement=config["real_measurement"]["source"],
+        output:
+            model=pipeline.REAL_MODEL,
+            table=report(
+                pipeline.REAL_TABLE,
+                caption="../report/predicted_vs_measured_table.rst",
+                category="5. A real server",
+            ),
+        log:
+            "logs/real/fit.log",
+        params:
+            args=pipeline.real_fit_args(config),
+        run:
+            pipeline.run_job(
+                line(
+                    "ttft fit --measurement {input.measurement:q} {params.args} --model {output.model:q} --table {output.table:q}"
+                ),
+                log[0],
+            )

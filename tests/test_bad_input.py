@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import ROOT, deleter, kvlab, load_config, setter  # noqa: E402
+from conftest import ROOT, SCHEMA, deleter, kvlab, load_config, setter  # noqa: E402
 
 R = str(ROOT)
 BIG = str(2**70)
@@ -578,6 +578,57 @@ add_many(
     {"m.json": MODEL_CONFIG},
 )
 
+# --- kvlab measure (no server answers at 127.0.0.1:9: a refused connection is the one network case) ---------------
+MEASURE = ["--base-url", "http://127.0.0.1:9", "--model", "m", "--docs", "2", "--tokens", "5"]
+MEASURE += ["--config-name", "lmcache", "--out", "m.jsonl"]
+GOOD_RECORD = '{"config": "baseline", "pass": "p", "doc": 0, "doc_tokens": 5, "ttft_ms": 1.0, "total_ms": 2.0}\n'
+add_many(
+    "measure",
+    MEASURE,
+    [
+        ("no-base-url", {"--base-url": None}, 2, "the following arguments are required: --base-url"),
+        ("no-model", {"--model": None}, 2, "the following arguments are required: --model"),
+        ("no-out", {"--out": None}, 2, "the following arguments are required: --out"),
+        ("no-config-name", {"--config-name": None}, 2, "the following arguments are required: --config-name"),
+        ("config-name-blank", {"--config-name": " "}, 2, "--config-name must be a name"),
+        ("docs-zero", {"--docs": "0"}, 2, "argument --docs: expected a whole number >= 1"),
+        ("docs-many", {"--docs": "1025"}, 2, "argument --docs: expected a whole number <= 1024"),
+        ("docs-float", {"--docs": "2.5"}, 2, "argument --docs: expected a whole number"),
+        ("tokens-zero", {"--tokens": "0"}, 2, "argument --tokens: expected a whole number >= 1"),
+        ("tokens-huge", {"--tokens": str(10**7)}, 2, "argument --tokens: expected a whole number <="),
+        ("pass-sideways", ["--pass", "a:sideways"], 2, "argument --pass: expected NAME:fwd or NAME:rev"),
+        ("pass-twice", ["--pass", "a:fwd", "--pass", "a:rev"], 2, "--pass: a name is given twice"),
+        ("max-tokens-zero", ["--max-tokens", "0"], 2, "argument --max-tokens: expected a whole number >= 1"),
+        ("timeout-zero", ["--timeout", "0"], 2, "argument --timeout: expected seconds"),
+        ("timeout-nan", ["--timeout", "nan"], 2, "argument --timeout: expected seconds"),
+        ("unknown-flag", ["--stream"], 2, "unrecognized arguments"),
+        ("refused", [], 1, "http://127.0.0.1:9/tokenize: cannot connect"),
+        ("refused-existing", [], 1, "http://127.0.0.1:9/tokenize: cannot connect", {"m.jsonl": GOOD_RECORD}),
+        ("out-bad-line", [], 1, "m.jsonl:2: malformed JSON", {"m.jsonl": GOOD_RECORD + "{oops\n"}),
+        ("out-bad-field", [], 1, "m.jsonl:1: ", {"m.jsonl": '{"config": "x"}\n'}),
+        ("out-directory", {"--out": "d"}, 1, "~d", {"d": DIR}),
+        ("out-missing-folder", {"--out": "no/m.jsonl"}, 1, "no/m.jsonl: cannot write"),
+    ],
+)
+
+# --- the server design and window rule flags of replay, ttft fit and plan ------------------------------------------
+add("replay", "bos-without-server", ["--workload", "lab", "--gpu-tokens", "5", "--bos"], 2, "--state-extra-tokens")
+add("replay", "server-unknown", ["--workload", "lab", "--gpu-tokens", "5", "--server", "vllm"], 2, "argument --server")
+add(
+    "replay",
+    "server-with-policy",
+    ["--workload", "lab", "--gpu-tokens", "5", "--server", "llama-cpp", "--write-policy", "write-back"],
+    2,
+    "--write-policy does not apply to --server llama-cpp",
+)
+add(
+    "replay",
+    "state-extra-negative",
+    ["--workload", "lab", "--gpu-tokens", "5", "--server", "llama-cpp", "--state-extra-tokens=-1"],
+    2,
+    "argument --state-extra-tokens",
+)
+
 # --- kvlab policies / policies cliff / policies table ----------------------------------------------------------
 add("policies", "no-subcommand", [], 2, "the following arguments are required: command")
 add("policies", "unknown-subcommand", ["curve"], 2, "argument command: invalid choice")
@@ -757,6 +808,11 @@ for id, text, message in [
     ("ttft-1e308", MEASUREMENT.replace("5.0", "1e308").replace("6.0", "1.7e308"), "~m.jsonl"),
 ]:
     add("ttft fit", f"measurement-{id}", FIT, 1, message, {**FIT_FILES, "m.jsonl": text})
+add("ttft fit", "state-extra-without-server", [*FIT, "--state-extra-tokens", "3"], 2, "--state-extra-tokens", FIT_FILES)
+add("ttft fit", "fit-doc-outside", [*FIT, "--fit-doc", "2"], 2, "--fit-doc: the documents are 0..1", FIT_FILES)
+add("ttft fit", "fit-every-doc", [*FIT, "--fit-doc", "0", "--fit-doc", "1"], 1, "~none is left to compare", FIT_FILES)
+add("ttft fit", "server-unknown", [*FIT, "--server", "sglang"], 2, "argument --server: invalid choice", FIT_FILES)
+
 
 SWEEP = ["--model", "model.json", "--docs", "2", "--tokens", "10", "--passes", "fwd,fwd", "--vary", "gpu"]
 SWEEP += ["--grid", "0,10", "--out", "out.csv"]
@@ -1133,6 +1189,7 @@ add_many(
 
 # --- kvlab config FILE -----------------------------------------------------------------------------------------
 TOP_KEYS = list(load_config())
+REQUIRED_KEYS = [key for key in TOP_KEYS if key in yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["required"]]
 
 
 def config_yaml(mutate):
@@ -1163,7 +1220,7 @@ def config_case(id, text, message, args=("c.yaml",), code=1, process=False):
     add("config", id, list(args), code, message, files, process)
 
 
-for key in TOP_KEYS:
+for key in REQUIRED_KEYS:  # an optional section (real_measurement) may be left out
     config_case(f"without-{key}", config_yaml(removing([key])), "c.yaml:1: (top level):")
 config_case("unknown-top-key", CONFIG_TEXT + "\nextra: 1\n", "~extra: unknown key")
 _text = CONFIG_TEXT.replace("  docs: 10\n  tokens: 5011\n", "  docs: 10\n  tokens: 5011\n  doc: 3\n", 1)
@@ -1206,6 +1263,15 @@ config_case("cpu-gb-negative", config_yaml(setting(["plans", "lab", "cpu_gb"], -
 config_case(
     "jitter-string", config_yaml(setting(["example_measurement", "jitter"], "0.03")), "~example_measurement.jitter"
 )
+REAL = ["real_measurement"]
+config_case(
+    "real-fit-doc-outside", config_yaml(setting([*REAL, "fit_docs"], [1, 10])), "~real_measurement.fit_docs: 10"
+)
+config_case("real-fit-every-doc", config_yaml(setting([*REAL, "fit_docs"], list(range(10)))), "~every document")
+config_case("real-server-vllm", config_yaml(setting([*REAL, "server"], "vllm")), "~real_measurement.server")
+config_case("real-no-note", config_yaml(removing([*REAL, "note"])), "~real_measurement")
+config_case("real-source-missing", config_yaml(setting([*REAL, "source"], "nope.jsonl")), "~real_measurement.source")
+config_case("real-extra-negative", config_yaml(setting([*REAL, "state_extra_tokens"], -1)), "~state_extra_tokens")
 config_case("yte-header", "__use_yte__: true\n" + CONFIG_TEXT, "c.yaml:1: __use_yte__: YTE templating runs code")
 config_case("yte-header-late", CONFIG_TEXT + "\n__use_yte__: true\n", "~__use_yte__")
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -1456,7 +1522,7 @@ def counts():
 
 
 COMMAND_NAMES = ("scenario", "summarize", "replay", "mrc", "plan", "policies", "ttft", "plots", "collect")
-COMMAND_NAMES += ("replay-table", "example-measurement", "config", "size")
+COMMAND_NAMES += ("replay-table", "example-measurement", "config", "size", "measure")
 
 
 def test_the_table_covers_every_command():

@@ -64,7 +64,8 @@ def report_artifacts(config):
     """Every artifact marked report() in rules/*.smk, as the config names them."""
     lab = [f"results/{name}.json" for name in [*config["runs"], *config["sweeps"], "measured"]]
     planner = [pipeline.POLICY_CLIFF, *map(pipeline.plan_path, config["plans"]), pipeline.TTFT_TABLE]
-    return sorted(lab + planner + list(map(pipeline.plot_path, pipeline.plot_inputs(config))))
+    real = [pipeline.REAL_MEASURED, pipeline.REAL_TABLE] if "real_measurement" in config else []
+    return sorted(lab + planner + real + list(map(pipeline.plot_path, pipeline.plot_inputs(config))))
 
 
 def test_report_is_one_self_contained_html_file(built, html):

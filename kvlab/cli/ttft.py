@@ -23,6 +23,22 @@ def build_parser(prog):
     fitting.add_argument("--tokens", required=True, type=documents, help="tokens per document")
     fitting.add_argument("--config", required=True, action="append", type=argument(named_rooms), metavar="NAME:GPU,CPU")
     fitting.add_argument("--pass", dest="passes", required=True, action="append", type=argument(named_order))
+    fitting.add_argument(
+        "--server",
+        choices=("llama-cpp",),
+        help="the tiers of a real server's own design (kvlab replay --server) instead of the lab's simulator",
+    )
+    fitting.add_argument(
+        "--state-extra-tokens", type=tokens, default=0, help="with --server: as kvlab replay's (default 0)"
+    )
+    fitting.add_argument(
+        "--fit-doc",
+        dest="fit_docs",
+        action="append",
+        type=argument(whole_number(0)),
+        metavar="DOC",
+        help="fit on these documents' requests only (repeat) and compare on the others': out of sample",
+    )
     fitting.add_output("--model", required=True, help="the model and the comparison (JSON) to write")
     fitting.add_output("--table", required=True, help="the predicted-vs-measured table (CSV) to write")
 
@@ -61,7 +77,13 @@ def fit(args):
     if len(configs) != len(args.config):
         raise UsageError("--config: a config name is given twice")
     check_reads(args.docs, args.passes)
-    document, rows = fit_report(args.measurement, configs, args.passes, args.docs, args.tokens)
+    if args.state_extra_tokens and not args.server:
+        raise UsageError("--state-extra-tokens applies to --server only")
+    fit_docs = None if args.fit_docs is None else set(args.fit_docs)
+    if fit_docs is not None and max(fit_docs) >= args.docs:
+        raise UsageError(f"--fit-doc: the documents are 0..{args.docs - 1}")
+    server = (args.server, args.state_extra_tokens) if args.server else None
+    document, rows = fit_report(args.measurement, configs, args.passes, args.docs, args.tokens, server, fit_docs)
     return {args.model: dump_json(document), args.table: csv_text(rows, TABLE_COLUMNS)}
 
 

@@ -3,6 +3,11 @@
 ``fit`` replays the measured requests through the lab's simulator in the setting they were
 measured in (each config's rooms, the passes in order), fits the per-tier model
 (``kvlab/latency/model.py``) and sets the predicted per-pass p50 and mean beside the measured ones.
+A real server's measurement is replayed through that server's own design instead (``server``:
+llama-cpp-python's, ``kvlab/cache/llama_cpp.py``); with ``fit_docs`` the model is fitted on those
+documents' requests only and compared on the others' (out of sample), but for a tier no fitted request
+has, which is fitted on the compared requests of that tier and named in the setting
+(``fitted_on_compared_requests``).
 ``sweep`` prices a lab sweep (every grid value, every pass); ``budgets`` prices the planner's
 setting (``kvlab/sizing/plan.py``) at each CPU budget, from a block-level replay per budget. The
 command is ``kvlab ttft`` (``kvlab/cli/ttft.py``).
@@ -70,8 +75,26 @@ def measured_requests(path, configs, passes, docs):
     return requests
 
 
-def fit(path, configs, passes, docs, tokens):
-    """The model, and per config and pass the tiers, the measured and the predicted TTFTs of its requests."""
+def server_tiers(design, gpu, cpu, reads):
+    """The tier of each read ``(doc, tokens)`` through a server's design: ``("llama-cpp", state_extra_tokens)``.
+    llama-cpp-python saves a state after the stream ends, so a recompute costs the same with a RAM cache or
+    without: it is ``recompute`` in either config."""
+    from kvlab.cache.llama_cpp import LlamaCppServer
+
+    name, extra = design
+    if name != "llama-cpp":
+        raise ValueError(f"server must be llama-cpp, got {shown(name)}")
+    cache = LlamaCppServer(gpu, cpu, 1, extra)  # a document is one key: whole documents are shared or not
+    tiers = []
+    for doc, length in reads:
+        gpu_blocks, cpu_blocks, _, _ = cache.serve([doc], length)
+        tiers.append("gpu_hit" if gpu_blocks else "cpu_load" if cpu_blocks else "recompute")
+    return tiers
+
+
+def fit(path, configs, passes, docs, tokens, server=None, fit_docs=None):
+    """The model; per config and pass the tiers, the measured and the predicted TTFTs of its requests (those of the
+    documents not in ``fit_docs``, when it is given); and the tiers fitted on compared requests."""
     requests = measured_requests(path, configs, dict(passes), docs)
     if not requests:
         raise ValueError(f"{path}: no requests to fit")
@@ -80,22 +103,30 @@ def fit(path, configs, passes, docs, tokens):
     reads = pass_reads(passes, docs)
     served = {}  # (config, pass, doc) -> tier
     for config, (gpu, cpu) in configs.items():
-        tiers = access_tiers("write-through", gpu, cpu, [(doc, lengths[doc]) for _, doc in reads])
+        read = [(doc, lengths[doc]) for _, doc in reads]
+        tiers = server_tiers(server, gpu, cpu, read) if server else access_tiers("write-through", gpu, cpu, read)
         served.update({(config, name, doc): tier for (name, doc), tier in zip(reads, tiers, strict=True)})
-    model = LatencyModel.fit((served[key], length, ttft) for key, (length, ttft) in requests.items())
+    held_out = {key: value for key, value in requests.items() if fit_docs is not None and key[2] not in fit_docs}
+    training = {key: value for key, value in requests.items() if key not in held_out}
+    if fit_docs is not None and not held_out:
+        raise ValueError(f"{path}: every request is of a fitted document: none is left to compare")
+    fitted = {served[key] for key in training}
+    in_sample = sorted({served[key] for key in held_out} - fitted, key=TIERS.index)  # no fitted request of theirs
+    training.update({key: value for key, value in held_out.items() if served[key] in in_sample})
+    model = LatencyModel.fit((served[key], length, ttft) for key, (length, ttft) in training.items())
     if not finite(model.describe()):
         raise ValueError(f"{path}: the fit is not a finite number (ttft_ms or doc_tokens too large)")
     per_pass = {}  # (config, pass) -> (tiers, measured, predicted), in the setting's order
     for config in configs:
         for name, _ in passes:
-            measured = [(key, value) for key, value in requests.items() if key[:2] == (config, name)]
+            measured = [(key, value) for key, value in (held_out or requests).items() if key[:2] == (config, name)]
             if measured:
                 per_pass[config, name] = (
                     [served[key] for key, _ in measured],
                     [ttft for _, (_, ttft) in measured],
                     [model.predict(served[key], length) for key, (length, _) in measured],
                 )
-    return model, per_pass
+    return model, per_pass, in_sample
 
 
 def comparison(config, name, tiers, measured, predicted):
@@ -193,9 +224,9 @@ def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, b
     return rows
 
 
-def fit_report(path, configs, passes, docs, tokens):
+def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None):
     """The model document (fits, per-pass comparison, offload ratios) and the comparison's rows."""
-    model, per_pass = fit(path, configs, passes, docs, tokens)
+    model, per_pass, in_sample = fit(path, configs, passes, docs, tokens, server, fit_docs)
     rows = [comparison(config, name, *samples) for (config, name), samples in per_pass.items()]
     document = {
         "measurement": Path(path).name,
@@ -204,6 +235,9 @@ def fit_report(path, configs, passes, docs, tokens):
             "tokens": tokens,
             "configs": {name: {"gpu": gpu, "cpu": cpu} for name, (gpu, cpu) in configs.items()},
             "passes": dict(passes),
+            **({"server": server[0], "state_extra_tokens": server[1]} if server else {}),
+            **({"fit_docs": sorted(fit_docs), "compared": "the other documents"} if fit_docs is not None else {}),
+            **({"fitted_on_compared_requests": in_sample} if in_sample else {}),
         },
         "tiers": model.describe(),
         "passes": rows,

@@ -240,6 +240,8 @@ PLOTS = {
     "ttft_per_pass": ttft_per_pass,
     "predicted_vs_measured": predicted_vs_measured,
     "ttft_budgets": ttft_budgets,
+    "real_ttft_per_pass": ttft_per_pass,  # the same figures of a real server's measurement
+    "real_predicted_vs_measured": predicted_vs_measured,
 }
 
 
