@@ -232,3 +232,19 @@ def test_documents_have_exactly_the_tokens_the_server_counts(count, tokens, seed
     assert [doc.text for doc in documents(count, tokens, counter)] == [doc.text for doc in made]
     plain = documents(count, tokens)
     assert all(len(doc.text.split()) == tokens and not doc.exact for doc in plain)
+
+
+def test_long_doc_qa_rounds_as_kvlabs_workload_orders_them(tmp_path):
+    from kvlab.workloads import LongDocQAWorkload
+
+    fake = Fake()
+    out = tmp_path / "m.jsonl"
+    assert measure(fake, out, "--long-doc-qa", "2:random:7", docs=3).returncode == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    settings = {"num_documents": 3, "document_length": 40, "repeat_count": 2, "shuffle_seed": 7}
+    workload = LongDocQAWorkload(repeat_mode="random", **settings)
+    expected = [(name, doc) for name, order in zip(workload.rounds, workload.orders(), strict=True) for doc in order]
+    assert [(record["pass"], record["doc"]) for record in records] == expected
+    assert len(expected) == 3 * 3
+    both = measure(fake, out, "--long-doc-qa", "2:tile", "--pass", "a:fwd")
+    assert both.returncode == 2 and "one workload at a time" in both.stderr

@@ -1,8 +1,8 @@
 """``kvlab measure``: the lab's TTFT measurement taken from a real OpenAI-compatible server (vLLM, SGLang,
-llama.cpp, ...): the passes over ``--docs`` documents of ``--tokens`` tokens, each request a document and its
-own question, streamed; one record per request under ``--config-name`` in ``--out``, whose other configs'
-records are kept. The API key, if the server needs one, is read from the environment variable named by
-``--api-key-env`` (default KVLAB_API_KEY) and is never printed."""
+llama.cpp, ...): the passes over ``--docs`` documents of ``--tokens`` tokens (or long_doc_qa's rounds), each
+request a document and its own question, streamed; one record per request under ``--config-name`` in
+``--out``, whose other configs' records are kept. The API key, if the server needs one, is read from the
+environment variable named by ``--api-key-env`` (default KVLAB_API_KEY) and is never printed."""
 
 import os
 
@@ -38,6 +38,13 @@ def build_parser(prog):
         help="a pass over the documents, in order (repeat; default the lab's three)",
     )
     workload.add_argument(
+        "--long-doc-qa",
+        metavar="COUNT:MODE[:SEED]",
+        type=argument(long_doc_qa),
+        help="LMCache's long_doc_qa rounds instead of passes: a warm-up, then each document queried COUNT times"
+        " in MODE order (tile, interleave or random)",
+    )
+    workload.add_argument(
         "--max-tokens", type=argument(whole_number(1, 4096)), default=4, help="tokens to generate (default 4)"
     )
     parser.add_argument("--config-name", required=True, help="the config the records are filed under")
@@ -45,24 +52,41 @@ def build_parser(prog):
     return parser
 
 
+def long_doc_qa(text):
+    """``COUNT:MODE[:SEED]``: long_doc_qa's repeat count, repeat mode and shuffle seed (default 0)."""
+    from kvlab.workloads import REPEAT_MODES
+
+    count, _, rest = text.partition(":")
+    mode, _, seed = rest.partition(":")
+    if not count.isdigit() or mode not in REPEAT_MODES or not (seed or "0").lstrip("-").isdigit():
+        raise ValueError(f"expected COUNT:MODE[:SEED] with MODE one of {', '.join(REPEAT_MODES)}, got {text!r}")
+    return int(count), mode, int(seed or 0)
+
+
 def execute(args, parser):
     from kvlab.cli.replay import progress_bar
     from kvlab.measure.client import Server
     from kvlab.measure.example import jsonl
-    from kvlab.measure.lab import measure, merged
+    from kvlab.measure.lab import lab_rounds, long_doc_qa_rounds, measure, merged
 
     passes = args.passes or PASSES
     names = [name for name, _ in passes]
     if len(set(names)) != len(names):
         raise UsageError("--pass: a name is given twice")
+    if args.long_doc_qa and args.passes:
+        raise UsageError("--pass and --long-doc-qa: one workload at a time")
+    if args.long_doc_qa:
+        rounds = long_doc_qa_rounds(args.docs, *args.long_doc_qa)
+    else:
+        rounds = lab_rounds(args.docs, passes)
     if not args.config_name.strip() or len(args.config_name) > 200:
         raise UsageError("--config-name must be a name of 1 to 200 characters")
     merged(args.out, args.config_name, [])  # a bad existing file stops here, before the server is used
-    bar = progress_bar(args.docs * len(passes))
+    bar = progress_bar(sum(len(order) for _, order in rounds))
     try:
         with Server(args.base_url, args.model, os.environ.get(args.api_key_env), args.timeout) as server:
             records = measure(
-                server, args.config_name, args.docs, args.tokens, passes, args.max_tokens, bar.update if bar else None
+                server, args.config_name, args.docs, args.tokens, rounds, args.max_tokens, bar.update if bar else None
             )
     finally:
         if bar:
