@@ -86,7 +86,7 @@ class WindowModel(ModelCache):
 @pytest.mark.parametrize("partial", PARTIAL_BLOCKS)
 @pytest.mark.parametrize("order", EVICTION_ORDERS)
 @pytest.mark.parametrize(("design", "touch", "re_store"), VARIANTS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(
     data=st.data(),
     block=st.integers(1, 4),

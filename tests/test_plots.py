@@ -44,25 +44,34 @@ def tracked_files():
 # --- The committed figures, redrawn ---------------------------------------------------------------------
 
 
+DRAW_ALL = """
+import json, sys
+from kvlab.cli import main
+for argv in json.loads(sys.argv[1]):
+    if main(argv):
+        sys.exit(f"kvlab {' '.join(argv)} failed")
+"""
+
+
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
-    """``{(plot, seed): PNG bytes}``: every plot drawn by the command as the rule runs it (from the
-    repository root, with the pipeline's inputs), twice, in separate processes with different hash seeds."""
+    """``{(plot, seed): PNG bytes}``: every plot drawn by the command as the rules run it (one after another in one
+    process, from the repository root, with the pipeline's inputs), twice, in two processes with different hash
+    seeds."""
     folder = tmp_path_factory.mktemp("drawn")
-    jobs = {}
-    for name, inputs in PLOT_INPUTS.items():
-        for seed in ("0", "4242"):
-            out = folder / f"{name}-{seed}.png"
-            env = {**os.environ, "PYTHONHASHSEED": seed}
-            command = [sys.executable, "-m", "kvlab", "plots", name, *PLOT_ARGS[name], "--out", str(out), *inputs]
-            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            jobs[name, seed] = (out, process)
-    pngs = {}
-    for key, (out, process) in jobs.items():
+    processes = {}
+    for seed in ("0", "4242"):
+        jobs = [
+            ["plots", name, *PLOT_ARGS[name], "--out", str(folder / f"{name}-{seed}.png"), *inputs]
+            for name, inputs in PLOT_INPUTS.items()
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        command = [sys.executable, "-c", DRAW_ALL, json.dumps(jobs)]
+        processes[seed] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for seed, process in processes.items():
         _, stderr = process.communicate(timeout=300)
-        assert process.returncode == 0, (key, stderr.decode())
-        pngs[key] = out.read_bytes()
-    return pngs
+        assert process.returncode == 0, (seed, stderr.decode())
+    return {(name, seed): (folder / f"{name}-{seed}.png").read_bytes() for name in PLOT_INPUTS for seed in processes}
 
 
 def test_the_command_offers_every_plot_in_order():
