@@ -38,7 +38,19 @@ def module_file(module, root="."):
 @cache
 def imported(module, root="."):
     """The ``kvlab`` modules ``module`` imports, anywhere in its code (a command imports its domain lazily)."""
-    source = Path(root) / module_file(module, root)
+    return {name for name in imported_names(module, root) if is_module(name, root)}
+
+
+def imported_names(module, root="."):
+    """Every name ``module``'s import statements name, from the file's parse, kept in work/stamps/imports.json by
+    the file's time and size (a no-op run parses no module)."""
+    name = module_file(module, root)
+    source = Path(root) / name
+    status = source.stat()
+    known = import_cache(root)
+    entry = known.get(name)
+    if entry and entry[:2] == [status.st_mtime_ns, status.st_size]:
+        return set(entry[2])
     package = module if source.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
@@ -51,7 +63,32 @@ def imported(module, root="."):
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names}  # `from kvlab import files`
-    return {name for name in found if is_module(name, root)}
+    known[name] = [status.st_mtime_ns, status.st_size, sorted(found)]
+    known[CHANGED] = True
+    return found
+
+
+CHANGED = ""  # the import cache's mark of an entry added since it was read
+
+
+@cache
+def import_cache(root="."):
+    try:
+        known = json.loads((Path(root) / STAMPS / "imports.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def save_import_cache(root="."):
+    """Write the import cache if a module was parsed (a temporary file renamed: never half written)."""
+    known = import_cache(root)
+    if known.pop(CHANGED, False):
+        path = Path(root) / STAMPS / "imports.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps(known, sort_keys=True) + "\n", encoding="utf-8")
+        temporary.replace(path)
 
 
 def is_module(name, root="."):
@@ -75,6 +112,7 @@ def command_code(command, root="."):
             parent = module.rpartition(".")[0]  # importing a.b.c runs a/__init__ and a/b/__init__ first
             if parent:
                 todo.append(parent)
+    save_import_cache(root)
     return sorted(module_file(module, root) for module in seen)
 
 

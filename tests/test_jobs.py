@@ -83,3 +83,30 @@ def test_the_code_stamp_follows_the_files_times(tmp_path):
         assert json.loads(stamp.read_text())["kvlab/report/sweep.py"][0] == 10**18
     finally:
         os.chdir(previous)
+
+
+def test_the_import_cache_reparses_a_changed_module_and_survives_a_bad_file(tmp_path):
+    """work/stamps/imports.json keeps each module's import names by its time and size: a no-op run parses nothing,
+    an edited module is parsed again (its new import counts), and a broken cache file is ignored."""
+    root = tmp_path / "copy"
+    for name in pipeline.command_code("collect"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes((ROOT / name).read_bytes())
+    cache = root / pipeline.STAMPS / "imports.json"
+
+    def files():
+        for function in (pipeline.imported, pipeline.import_cache, pipeline.command_code):
+            function.cache_clear()  # a new run of Snakemake
+        return pipeline.command_code("collect", str(root))
+
+    first = files()
+    assert sorted(json.loads(cache.read_text())) == first  # every module of the command, parsed once
+    written = cache.stat().st_mtime_ns
+    assert files() == first and cache.stat().st_mtime_ns == written  # nothing parsed, nothing written
+    (root / "kvlab/extra.py").write_text('"""A module the edit imports."""\n')
+    leaf = root / "kvlab/report/sweep.py"
+    leaf.write_text(leaf.read_text() + "\nimport kvlab.extra\n")
+    assert files() == sorted({*first, "kvlab/extra.py"})
+    cache.write_text("{not json")
+    assert files() == sorted({*first, "kvlab/extra.py"})
+    assert "kvlab.extra" in json.loads(cache.read_text())["kvlab/report/sweep.py"][2]
