@@ -30,9 +30,11 @@ class Document:
 
 
 def documents(count, tokens, tokenizer=None):
-    """``count`` documents of ``tokens`` tokens; ``tokenizer(text) -> number of tokens``, or None (a word a token).
+    """``count`` documents of ``tokens`` tokens. ``tokenizer`` is the server's (``count(text)``, the tokens of a
+    text; ``first(text)``, its first token), or None: then a word is a token.
 
-    ValueError when there are more documents than first words, or no text of that many tokens can be made."""
+    ValueError when there are more documents than first words, two documents start with the same token, or no
+    text of that many tokens can be made."""
     if count > len(OPENERS):
         raise ValueError(f"at most {len(OPENERS)} documents, got {count}")
     made = []
@@ -51,26 +53,29 @@ def documents(count, tokens, tokenizer=None):
 
 
 def _exact(words, tokens, tokenizer, index):
-    """The document of exactly ``tokens`` tokens by the server's count (binary search over whole words)."""
-    low, high = 0, len(words)  # count(words[:low]) <= tokens; grow high until it has at least tokens
-    while high < 64 * max(tokens, 1) and tokenizer.count(" ".join(words[:high])) < tokens:
-        words += random.Random(f"{index}+{high}").choices(BODY, k=high)
-        high = len(words)
-    while high - low > 1:
+    """The document of exactly ``tokens`` tokens by the server's count: the most leading words within that count
+    (more words drawn while all of them are too few), then one-letter words until the count is exact."""
+
+    def counted(length):
+        return tokenizer.count(" ".join(words[:length]))
+
+    while counted(len(words)) < tokens and len(words) < 64 * tokens:
+        words += random.Random(f"{index}+{len(words)}").choices(BODY, k=len(words))
+    low, high = 1, len(words)  # the longest run of words within the count lies in [low, high]
+    if counted(high) <= tokens:
+        low = high
+    while high - low > 1:  # counted(low) <= tokens < counted(high)
         middle = (low + high) // 2
-        if tokenizer.count(" ".join(words[:middle])) <= tokens:
-            low = middle
-        else:
-            high = middle
-    text = " ".join(words[: max(low, 1)])
-    for letter in itertools.islice(itertools.cycle(LETTERS), 4 * max(tokens, 1)):
-        counted = tokenizer.count(text)
-        if counted == tokens:
-            return Document(text, tokens, True)
-        if counted > tokens:
+        low, high = (middle, high) if counted(middle) <= tokens else (low, middle)
+    text = " ".join(words[:low])
+    for letter in itertools.islice(itertools.cycle(LETTERS), 4 * tokens):
+        found = tokenizer.count(text)
+        if found >= tokens:
             break
         text += " " + letter
-    raise ValueError(f"no text of exactly {tokens} tokens found for document {index} (the server counts {counted})")
+    if found != tokens:
+        raise ValueError(f"no text of exactly {tokens} tokens found for document {index} (the server counts {found})")
+    return Document(text, tokens, True)
 
 
 def question(number):
