@@ -33,7 +33,8 @@ class LlamaCppServer:
     offline = False
 
     def __init__(self, gpu_tokens, cpu_tokens, block_tokens, state_extra_tokens=0, bos=False):
-        for name, value in (("gpu_tokens", gpu_tokens), ("cpu_tokens", cpu_tokens), ("extra", state_extra_tokens)):
+        rooms = {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "state_extra_tokens": state_extra_tokens}
+        for name, value in rooms.items():
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if block_tokens < 1:
