@@ -72,6 +72,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.complete(fake, body)
         if fake.style and (self.path, STYLES[fake.style][1]) == STYLES[fake.style] and STYLES[fake.style][1] in body:
             return self.reply(200, {"tokens": pieces(body[STYLES[fake.style][1]])})
+        if fake.style == "llama.cpp" and self.path == "/tokenize":
+            return self.reply(200, {"tokens": []})  # llama.cpp's answer to a body without "content"
         return self.reply(404, {"error": "not found"})
 
     def complete(self, fake, body):

@@ -82,6 +82,8 @@ class Server:
                 raise ServerError(f'{self.base_url + path}: the answer is not {{"tokens": [...]}}') from None
             if not isinstance(ids, list):
                 raise ServerError(f'{self.base_url + path}: the answer is not {{"tokens": [...]}}')
+            if not ids and text.strip() and self._tokenizer is None:
+                continue  # llama.cpp answers a body it does not read with no tokens: not its body
             self._tokenizer = index
             return ids
         return None
