@@ -81,14 +81,12 @@ def import_cache(root="."):
 
 
 def save_import_cache(root="."):
-    """Write the import cache if a module was parsed (a temporary file renamed: never half written)."""
+    """Write the import cache if a module was parsed."""
     known = import_cache(root)
     if known.pop(CHANGED, False):
         path = Path(root) / STAMPS / "imports.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(known, sort_keys=True) + "\n", encoding="utf-8")
-        temporary.replace(path)
+        replace_text(path, json.dumps(known, sort_keys=True) + "\n")
 
 
 def is_module(name, root="."):
@@ -143,10 +141,15 @@ def write_stamp(rule, wildcards, settings):
             return str(path)
     except OSError:
         path.parent.mkdir(parents=True, exist_ok=True)
+    replace_text(path, text)
+    return str(path)
+
+
+def replace_text(path, text):
+    """``path`` now holds ``text``: written to a temporary file and renamed, so never half written."""
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(text, encoding="utf-8")
     temporary.replace(path)
-    return str(path)
 
 
 class ConfigError(ValueError):

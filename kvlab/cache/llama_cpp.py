@@ -23,7 +23,9 @@ not kept), the CPU's the RAM cache's. Hits are in tokens and in whole blocks of 
 
 from collections import OrderedDict
 
-__all__ = ["LlamaCppServer"]
+__all__ = ["SERVERS", "LlamaCppServer"]
+
+SERVERS = ("llama-cpp",)  # the servers whose own design kvlab models (replay --server, ttft fit --server)
 
 
 class LlamaCppServer:

@@ -5,6 +5,7 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 import sys
 
 from kvlab.cache.compiled import STATE_BYTES_PER_KEY
+from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cache.write_policies import CACHE_SETTINGS
 from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
 from kvlab.cli.flags import (
@@ -18,8 +19,6 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
-
-SERVERS = ("llama-cpp",)
 
 
 def build_parser(prog):

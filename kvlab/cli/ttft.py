@@ -2,6 +2,7 @@
 measured; ``sweep``: predicted TTFT per pass across a lab sweep; ``budgets``: predicted TTFT per round at
 each CPU budget of a plan."""
 
+from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run, summary
 from kvlab.cli.plan import add_plan_arguments, plan_setting
 from kvlab.cli.types import named_order, named_rooms, rooms, tokens
@@ -25,7 +26,7 @@ def build_parser(prog):
     fitting.add_argument("--pass", dest="passes", required=True, action="append", type=argument(named_order))
     fitting.add_argument(
         "--server",
-        choices=("llama-cpp",),
+        choices=SERVERS,
         help="the tiers of a real server's own design (kvlab replay --server) instead of the lab's simulator",
     )
     fitting.add_argument(
