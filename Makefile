@@ -15,7 +15,8 @@ run: $(VENV)/.run-installed
 	$(BIN)/kvlab run $(if $(FORCE),-- --forcerun $(FORCE))
 
 # Are the committed results what the committed code and config make? One line per file that is not, with its
-# repair; silent when all are (a full regeneration in work/check/, about half a minute).
+# repair; when all are, one line saying how many it compared (a full regeneration in work/check/, about half a
+# minute).
 check: $(VENV)/.run-installed
 	@echo "Regenerating every artifact in work/check/ to compare with results/ ..."
 	$(BIN)/kvlab check

@@ -6,6 +6,13 @@
 # `make run` creates); tests/test_workflow.py fails on any other lint.
 
 
+# Every config file Snakemake reads is read as data (kvlab/config.py): a config.yaml with `__use_yte__: true`
+# would otherwise run code as Snakemake reads it, before any check.
+from kvlab.config import guard_snakemake
+
+guard_snakemake()
+
+
 configfile: "config.yaml"
 
 

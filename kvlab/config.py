@@ -6,16 +6,27 @@ Every problem is one line naming the file, the line and the key.
 """
 
 import math
+import re
 from pathlib import Path
 
 import yaml
 
-__all__ = ["MAX_NODES", "bad_number", "load", "validate"]
+__all__ = [
+    "MAX_NODES",
+    "ConfigFileError",
+    "bad_value",
+    "guard_snakemake",
+    "load",
+    "load_mapping",
+    "located",
+    "validate",
+]
 
 MAX_NODES = 100_000  # YAML nodes after expanding aliases: config.yaml has about a thousand
 MAX_BYTES = 2**20
 MAX_WHOLE = 2**53  # as every command's whole numbers
 SCHEMA = Path(__file__).absolute().parent.parent / "schemas" / "config.schema.yaml"
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline, a tab, a NUL: in a name they reach file names and flags
 
 
 class ConfigFileError(ValueError):
@@ -126,46 +137,103 @@ def repeated_key(node, seen=None):
     return None
 
 
-def bad_number(config, path=()):
-    """``(key path, why)`` of the first number kvlab cannot take (NaN, infinite, or a whole number beyond
-    2**53), or None."""
+def bad_value(config, path=()):
+    """``(key path, why)`` of the first value kvlab cannot take, or None: a number that is NaN, infinite or a whole
+    number beyond 2**53, and a key or a string holding a control character (a name ending in a newline would
+    write ``results/<name>⏎.json``; no path, name or note of kvlab's needs one)."""
     if isinstance(config, float) and not math.isfinite(config):
         return path, "not a finite number"
     if isinstance(config, int) and not isinstance(config, bool) and abs(config) > MAX_WHOLE:
         return path, f"a whole number beyond {MAX_WHOLE}"
+    if isinstance(config, str) and CONTROL.search(config):
+        return path, "a control character (a newline, a tab) in a value"
     children = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
     for key, value in children:
-        found = bad_number(value, (*path, key))
+        if isinstance(key, str) and CONTROL.search(key):
+            return (*path, key), "a control character (a newline, a tab) in a key"
+        found = bad_value(value, (*path, key))
         if found is not None:
             return found
     return None
 
 
-def validate(config, root=None, path="config.yaml", schema=SCHEMA):
-    """ConfigFileError (one line: file, line, key) for a non-finite number or the schema's most relevant error."""
+def _whole(checker, instance):
+    """JSON Schema's "integer" takes 21520.0; kvlab's commands do not (``--gpu 21520.0`` is refused)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def validator(schema):
     import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    strict = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", _whole))
+    return strict(yaml.safe_load(Path(schema).read_text(encoding="utf-8")))
+
+
+def located(root, path):
+    """``where(key path)``: ``FILE:LINE`` of a key in one composed file (``FILE`` alone without its parse)."""
+
+    def where(key):
+        line = line_of(root, key) if isinstance(root, yaml.Node) else None
+        return f"{path}:{line}" if line else str(path)
+
+    return where
+
+
+def validate(config, root=None, path="config.yaml", schema=SCHEMA, where=None):
+    """ConfigFileError (one line: file, line, key) for a value kvlab cannot take or the schema's most relevant
+    error; ``where`` (key path -> ``FILE:LINE``) places it when the config is merged from several sources."""
     from jsonschema.exceptions import best_match
 
-    bad = bad_number(config)
+    where = where or located(root, path)
+    bad = bad_value(config)
     if bad is not None:
-        raise ConfigFileError(f"{path}:{line_of(root, bad[0])}: {dotted(bad[0])}: {bad[1]}")
-    validator = jsonschema.Draft202012Validator(yaml.safe_load(Path(schema).read_text(encoding="utf-8")))
-    errors = list(validator.iter_errors(config))
+        raise ConfigFileError(f"{where(bad[0])}: {dotted(bad[0])}: {bad[1]}")
+    errors = list(validator(schema).iter_errors(config))
     # "unevaluated properties" only echoes a failure inside an allOf: the failure itself says more
     error = best_match([error for error in errors if error.validator != "unevaluatedProperties"] or errors)
     if error is not None:
-        where = tuple(error.absolute_path)
+        key = tuple(error.absolute_path)
         message = error.message
         known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         unknown = (
-            [key for key in error.instance if key not in known] if error.validator == "additionalProperties" else []
+            [name for name in error.instance if name not in known] if error.validator == "additionalProperties" else []
         )
         if unknown and isinstance(error.instance, dict):
-            where = (*where, unknown[0])
+            key = (*key, unknown[0])
             message = f"unknown key (valid here: {', '.join(known)})" if known else "unknown key"
         instance = repr(error.instance)
         if message.startswith(instance) and len(instance) > 40:  # the value itself, too long to show
             message = "the value" + message[len(instance) :]
         message = message if len(message) <= 200 else message[:195] + "..."
-        line = line_of(root, where) if root is not None else None
-        raise ConfigFileError(f"{path}{f':{line}' if line else ''}: {dotted(where)}: {message}")
+        raise ConfigFileError(f"{where(key)}: {dotted(key)}: {message}")
+
+
+def load_mapping(path):
+    """``(config, composed root)`` of a file Snakemake would read as a config: :func:`load`'s checks, and a mapping
+    at the top level (as Snakemake requires)."""
+    config, root = load(path)
+    if not isinstance(config, dict):
+        raise ConfigFileError(f"{path}: a config is a mapping of keys at its top level")
+    return config, root
+
+
+def snakemake_loader(configpath):
+    """Snakemake's ``load_configfile`` as kvlab reads a config: as plain data first, so that YTE templating (code)
+    never runs and an alias bomb never expands; the error is Snakemake's WorkflowError, in one line."""
+    from snakemake.exceptions import WorkflowError
+
+    try:
+        return load_mapping(configpath)[0]
+    except ConfigFileError as error:
+        raise WorkflowError(str(error)) from None
+
+
+def guard_snakemake():
+    """Route every config file Snakemake reads (the Snakefile's ``configfile:``, each ``--configfile``, a profile's)
+    through :func:`snakemake_loader`. Snakemake 9.27's ``snakemake.common.configfile.load_configfile`` runs YTE for
+    ``__use_yte__: true``; ``snakemake.settings.types`` imported it by name, so both names are replaced."""
+    import snakemake.common.configfile as configfile
+    import snakemake.settings.types as types
+
+    configfile.load_configfile = types.load_configfile = snakemake_loader

@@ -1,5 +1,14 @@
 """Dense ids ``0, 1, 2, ...`` for a trace's 64-bit hash ids, in order of first appearance, by an open-addressing
-hash table in a compiled loop: a tier's state is then a few arrays indexed by id (``kvlab/stream.py``)."""
+hash table in a compiled loop: a tier's state is then a few arrays indexed by id (``kvlab/stream.py``).
+
+The table's slots come from simple tabulation hashing with tables drawn at random per table (Pătraşcu and
+Thorup, "The power of simple tabulation hashing", J. ACM 59(3), 2012: linear probing takes expected constant
+time per lookup for any set of keys). A fixed hash (Fibonacci hashing, as before) lets a trace be written whose
+ids all land in one slot, which made every lookup scan the whole table: a 8.6 MB trace ran for minutes. The
+ids a trace gets do not depend on the draw, only the table's layout does, so every result stays the same.
+"""
+
+import os
 
 import numpy as np
 from numba import njit
@@ -11,43 +20,57 @@ EMPTY = np.int32(-1)  # a free slot of the hash table
 # than 2**31 distinct blocks.
 
 
+def random_tables():
+    """The eight tables of 256 random 64-bit words (one per byte of an id) of one hash function."""
+    return np.frombuffer(os.urandom(8 * 256 * 8), dtype=np.uint64).reshape(8, 256).copy()
+
+
 class Interner:
     """Dense ids ``0, 1, ...`` for 64-bit hash ids, in order of first appearance (an open-addressing table)."""
 
-    def __init__(self, slots=1 << 16):
+    def __init__(self, slots=1 << 16, tables=None):
         self.hashes = np.zeros(slots, dtype=np.int64)
         self.ids = np.full(slots, EMPTY, dtype=np.int32)
+        self.tables = random_tables() if tables is None else tables
         self.count = 0  # distinct hash ids so far
+        self.probes = 0  # slots looked at by all lookups so far (one each, at best): the table's health
 
     @property
     def nbytes(self):
-        return self.hashes.nbytes + self.ids.nbytes
+        return self.hashes.nbytes + self.ids.nbytes + self.tables.nbytes
 
     def dense(self, hashes):
         """The dense id of each of ``hashes`` (new ones numbered on)."""
         while 2 * (self.count + len(hashes)) > len(self.ids):  # keep the table at most half full
-            self.hashes, self.ids = _rehash(self.hashes, self.ids, 2 * len(self.ids))
+            self.hashes, self.ids = _rehash(self.hashes, self.ids, 2 * len(self.ids), self.tables)
         if self.count + len(hashes) >= 2**31:
             raise ValueError("more than 2**31 distinct blocks: too many to hold in memory")
         out = np.empty(len(hashes), dtype=np.int32)
-        self.count = _intern(self.hashes, self.ids, self.count, np.ascontiguousarray(hashes, dtype=np.int64), out)
+        values = np.ascontiguousarray(hashes, dtype=np.int64)
+        self.count, probes = _intern(self.hashes, self.ids, self.count, values, out, self.tables)
+        self.probes += probes
         return out
 
 
 @njit(cache=True)
-def _slot(value, mask):
-    """Fibonacci hashing: the top bits of the product spread any pattern of ids over the table."""
-    mixed = np.uint64(value) * np.uint64(0x9E3779B97F4A7C15)
-    return np.int64((mixed ^ (mixed >> np.uint64(29))) & np.uint64(mask))
+def _slot(value, mask, tables):
+    """Simple tabulation: the XOR of one random word per byte of the id."""
+    key = np.uint64(value)
+    mixed = np.uint64(0)
+    for byte in range(8):
+        mixed ^= tables[byte, (key >> np.uint64(8 * byte)) & np.uint64(255)]
+    return np.int64(mixed & np.uint64(mask))
 
 
 @njit(cache=True)
-def _intern(hashes, ids, count, values, out):
+def _intern(hashes, ids, count, values, out, tables):
     mask = len(ids) - 1
+    probes = 0
     for i in range(len(values)):
         value = values[i]
-        slot = _slot(value, mask)
+        slot = _slot(value, mask, tables)
         while True:
+            probes += 1
             found = ids[slot]
             if found == EMPTY:
                 hashes[slot] = value
@@ -59,17 +82,17 @@ def _intern(hashes, ids, count, values, out):
                 out[i] = found
                 break
             slot = (slot + 1) & mask
-    return count
+    return count, probes
 
 
 @njit(cache=True)
-def _rehash(hashes, ids, slots):
+def _rehash(hashes, ids, slots, tables):
     new_hashes = np.zeros(slots, dtype=np.int64)
     new_ids = np.full(slots, EMPTY, dtype=np.int32)
     mask = slots - 1
     for old in range(len(ids)):
         if ids[old] != EMPTY:
-            slot = _slot(hashes[old], mask)
+            slot = _slot(hashes[old], mask, tables)
             while new_ids[slot] != EMPTY:
                 slot = (slot + 1) & mask
             new_hashes[slot] = hashes[old]

@@ -8,9 +8,11 @@ gives (not ``mkstemp``'s 0600).
 
 import errno
 import gzip
+import io
 import json
 import math
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -24,6 +26,7 @@ __all__ = [
     "finite",
     "line_batches",
     "lines",
+    "number_text",
     "open_input",
     "parse_json",
     "read_bytes",
@@ -45,15 +48,103 @@ class InputError(ValueError):
 
 
 def open_input(path):
-    """A binary stream of ``path``: ``-`` is standard input, ``*.gz`` is decompressed as it is read."""
+    """A binary stream of ``path``: ``-`` is standard input, ``*.gz`` is decompressed as it is read. A named pipe
+    with no writer is an InputError at once (opening it would wait for one for ever)."""
     if path == "-":
-        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+        try:
+            return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+        except (OSError, ValueError, AttributeError):  # standard input closed
+            raise InputError("-: cannot read: standard input is closed") from None
     try:
-        if str(path).endswith(".gz"):
-            return gzip.open(path, "rb")
-        return open(path, "rb")
+        raw = open_pipe(path) if is_fifo(path) else open(path, "rb")
+        return _Gunzipped(fileobj=raw, mode="rb") if str(path).endswith(".gz") else raw
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
+
+
+def is_fifo(path):
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+MAX_EXPANSION = 200  # a .gz trace or measurement expands 3 to 30 times; a file of newlines, about 1,000
+EXPANSION_SLACK = 16 * 2**20  # bytes any .gz may expand to before its ratio is judged
+
+
+class _Gunzipped(gzip.GzipFile):
+    """A .gz stream that closes its file with it, and stops a compression bomb: past :data:`EXPANSION_SLACK`, more
+    than :data:`MAX_EXPANSION` bytes out per compressed byte in is an error, not minutes of reading nothing."""
+
+    expanded = 0
+
+    def _counted(self, data):
+        self.expanded += len(data)
+        if self.expanded > EXPANSION_SLACK:
+            try:
+                compressed = max(self.fileobj.tell(), 1)
+            except (OSError, ValueError):  # a pipe: its position is unknown, its ratio not judged
+                return data
+            if self.expanded > MAX_EXPANSION * compressed:
+                raise OSError(errno.EFBIG, f"expands more than {MAX_EXPANSION} times its compressed size (a bomb?)")
+        return data
+
+    def read(self, size=-1):
+        return self._counted(super().read(size))
+
+    def read1(self, size=-1):
+        return self._counted(super().read1(size))
+
+    def readline(self, size=-1):
+        return self._counted(super().readline(size))
+
+    def close(self):
+        raw = self.fileobj
+        super().close()
+        if raw is not None:
+            raw.close()
+
+
+class _Prefixed(io.RawIOBase):
+    """A pipe's stream with the bytes read to find its writer put back in front."""
+
+    def __init__(self, head, fd):
+        self._head, self._fd = head, fd
+
+    def readable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def readinto(self, buffer):
+        if self._head:
+            count = min(len(buffer), len(self._head))
+            buffer[:count], self._head = self._head[:count], self._head[count:]
+            return count
+        return os.readv(self._fd, [buffer])
+
+    def close(self):
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
+def open_pipe(path):
+    """A named pipe opened without waiting: with no writer (a read gives nothing at once) it is an error, not a
+    wait for ever; with one, a blocking stream of what it writes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        head = os.read(fd, BATCH_BYTES)
+    except BlockingIOError:  # a writer, nothing written yet
+        head = b""
+    else:
+        if not head:
+            os.close(fd)
+            raise OSError(errno.EPIPE, "a named pipe with no writer (nothing to read)", path)
+    os.set_blocking(fd, True)
+    return io.BufferedReader(_Prefixed(head, fd))
 
 
 def lines(path):
@@ -99,9 +190,10 @@ def line_batches(path, size=BATCH_BYTES):
                 if rest:
                     yield number, [rest], 1.0 if total else None
                 return
-            batch = (rest + data if rest else data).split(NEWLINE)
+            data = rest + data if rest else data
+            batch = data.split(NEWLINE)
             rest = batch.pop()
-            if batch and max(map(len, batch)) >= MAX_LINE_BYTES:  # with its newline, longer than the limit
+            if len(data) > MAX_LINE_BYTES and batch and max(map(len, batch)) >= MAX_LINE_BYTES:  # with its newline
                 long = next(index for index, line in enumerate(batch) if len(line) >= MAX_LINE_BYTES)
                 raise InputError(f"{path}:{number + long}: line longer than {MAX_LINE_BYTES} bytes")
             if len(rest) > MAX_LINE_BYTES:
@@ -159,6 +251,16 @@ def parse_json(data, where, pairs=None, constants=False):
 def read_json(path, limit=MAX_FILE_BYTES, constants=False):
     """The JSON document in ``path``; InputError naming the file on any problem (``constants`` as parse_json's)."""
     return parse_json(read_bytes(path, limit), path, constants=constants)
+
+
+WHOLE_TEXT = re.compile(r"[+-]?[0-9]+")
+DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def number_text(text, whole=False):
+    """Whether ``text`` is a number in ASCII digits, as JSON and YAML write one: Python's ``int`` and ``float``
+    (and ``Decimal``) also take ``1_000``, other scripts' digits (``١٢٣``) and surrounding spaces."""
+    return isinstance(text, str) and (WHOLE_TEXT if whole else DECIMAL_TEXT).fullmatch(text) is not None
 
 
 def shown(value, limit=40):
@@ -219,10 +321,28 @@ def special(path):
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def write_in_place(path, data):
+    """Write a device or a pipe where it is; a named pipe with no reader is an error, not a wait for ever."""
+    if is_fifo(path):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as error:
+            if error.errno == errno.ENXIO:
+                raise OSError(errno.ENXIO, "a named pipe with no reader", path) from None
+            raise
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "wb")
+    else:
+        handle = open(path, "wb")
+    with handle:
+        handle.write(data)
+
+
 def write_together(texts):
     """Write ``{path: text or bytes}`` so that either every file is replaced or none is: all go to temporary
     files first, then are renamed (a device or a pipe is written in place, after the temporary files and
-    before any rename). An OSError names the file it failed on (``error.filename``)."""
+    before any rename). A symbolic link is written through: its target is replaced, the link stays. An OSError
+    names the file it failed on (``error.filename``)."""
     written = []
     mode = _mode()
     path = None
@@ -233,17 +353,15 @@ def write_together(texts):
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
             if special(path):
                 continue
-            fd, temporary = tempfile.mkstemp(
-                dir=os.path.dirname(os.path.abspath(path)), prefix=".kvlab-", suffix=".tmp"
-            )
-            written.append((temporary, path))
+            target = os.path.realpath(path)  # a link's target (a link to a missing file: that file)
+            fd, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".kvlab-", suffix=".tmp")
+            written.append((temporary, target))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(temporary, mode)
         for path, data in encoded.items():
             if special(path):
-                with open(path, "wb") as handle:
-                    handle.write(data)
+                write_in_place(path, data)
     except OSError as error:
         _discard(written)
         raise OSError(error.errno, error.strerror, error.filename if error.filename in texts else path) from None

@@ -7,6 +7,7 @@ a working copy. The scratch copy lives in ``work/check/`` (git-ignored) and keep
 between checks.
 """
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from kvlab.kernels import copy_cache
 
-__all__ = ["SCRATCH", "compare", "differences", "project_files", "regenerate"]
+__all__ = ["SCRATCH", "check", "compare", "differences", "project_files", "regenerate"]
 
 SCRATCH = Path("work", "check")
 RESULTS = "results"
@@ -65,21 +66,36 @@ def results_of(folder):
     }
 
 
+def rerun(name):
+    """The command that regenerates the artifact ``name``, quoted for a POSIX shell. Make splits a variable's value
+    on spaces and expands ``$`` in it whatever the quotes, so a name that needs quoting goes straight to the
+    command ``make run FORCE=`` runs."""
+    quoted = shlex.quote(name)
+    return f"make run FORCE={name}" if quoted == name else f".venv/bin/kvlab run -- --forcerun {quoted}"
+
+
 def compare(present, fresh):
     """One line per difference between the results ``present`` and a ``fresh`` regeneration, with the command
-    that repairs it."""
+    that repairs it (every path in it quoted for the shell: ``shlex.split`` gives it back)."""
     lines = []
     for name in sorted(set(present) | set(fresh)):
         if name not in fresh:
-            lines.append(f"{name}: not made by the pipeline; repair: rm {name}")
+            lines.append(f"{name}: not made by the pipeline; repair: rm {shlex.quote(name)}")
         elif name not in present:
             lines.append(f"{name}: missing; repair: make run")
         elif present[name] != fresh[name]:
-            lines.append(f"{name}: differs from a fresh regeneration; repair: make run FORCE={name}")
+            lines.append(f"{name}: differs from a fresh regeneration; repair: {rerun(name)}")
     return lines
+
+
+def check(folder=".", scratch=SCRATCH):
+    """``(lines, compared)``: the lines of :func:`compare` for the project in ``folder`` (empty when results/ is up
+    to date), and how many artifacts were compared (those under results/ and those a regeneration makes)."""
+    regenerated = regenerate(folder, scratch)
+    present, fresh = results_of(folder), results_of(regenerated)
+    return compare(present, fresh), len(set(present) | set(fresh))
 
 
 def differences(folder=".", scratch=SCRATCH):
     """The lines of :func:`compare` for the project in ``folder`` (empty when results/ is up to date)."""
-    regenerated = regenerate(folder, scratch)
-    return compare(results_of(folder), results_of(regenerated))
+    return check(folder, scratch)[0]

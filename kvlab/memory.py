@@ -1,9 +1,12 @@
 """How much memory a command may take, and a stop with one line before it would take more (``--max-memory``).
 
-A replay, a curve or a plan holds state that grows with the workload: per block access, per request, per
-distinct block. The command counts them as it reads and projects the total (from the fraction of the file read
-so far, where the file's size is known; a ``.gz`` file or standard input only as it streams), and stops with
-one line, before the kernel's out-of-memory killer would stop it without one. The default limit is 80% of the
+A replay, a curve, a plan, a policy table or a plan's TTFTs hold state that grows with the workload: per block
+access, per request, per distinct block, besides a fixed part (the reader's batch). The command counts them as it
+reads and projects the total (from the fraction of the file read so far, where the file's size is known; a ``.gz``
+file or standard input only as it streams), and stops with one line, before the kernel's out-of-memory killer
+would stop it without one. Each command declares its :class:`Footprint` at its worst (arrays grown by doubling, and
+the old copy while they grow), checked against the peak resident memory by ``bench/memory_footprint.py``. The
+amount is above the command's start-up (Python, numpy, numba: about 150 MB). The default limit is 80% of the
 smaller of the memory the machine has available and the limit of its control group (a container's).
 """
 
@@ -12,10 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Footprint", "MemoryLimitError", "Meter", "default_limit", "memory_size"]
+__all__ = ["PANDAS_BYTES", "Footprint", "MemoryLimitError", "Meter", "default_limit", "memory_size"]
+
+PANDAS_BYTES = 40 * 2**20  # importing pandas to write a CSV (32 MiB measured, bench/memory_footprint.py)
 
 UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)  # ASCII digits (not \d's ١٢٣)
 
 
 class MemoryLimitError(ValueError):
@@ -68,31 +73,46 @@ def gib(nbytes):
 
 @dataclass(frozen=True)
 class Footprint:
-    """Bytes a command holds per block access, per request and per distinct block, above its start-up."""
+    """Bytes a command holds above its start-up: per block access, per request, per distinct block, and ``fixed``
+    bytes that do not grow with the workload (the reader's batch of lines and its arrays).
+
+    Each figure is the most held at once, not the arrays' final sizes: an array grown by doubling holds up to
+    twice what it needs and, while it grows, the old copy besides. Each command declares its own beside the arrays
+    it counts; ``bench/memory_footprint.py`` checks them against the peak resident memory.
+    """
 
     access: int = 0
     request: int = 0
     key: int = 0
+    fixed: int = 0
 
     def of(self, accesses, requests, keys):
+        """The bytes that grow with the workload (``fixed`` apart: it is not projected from a fraction)."""
         return self.access * accesses + self.request * requests + self.key * keys
 
 
 class Meter:
     """Counts what a command has read against its limit; ``check`` stops it with one line when the total it
-    projects would exceed ``limit`` bytes."""
+    projects would exceed ``limit`` bytes. ``projected`` is the largest total it projected (for the bench)."""
 
     def __init__(self, limit, footprint):
         self.limit = limit
         self.footprint = footprint
+        self.projected = 0
+
+    def project(self, accesses, requests, keys, fraction=None, footprint=None):
+        """The bytes the whole input would take, judged by the part read (``check``'s arguments)."""
+        footprint = footprint or self.footprint
+        need = footprint.of(accesses, requests, keys)
+        return footprint.fixed + (need / fraction if fraction else need)
 
     def check(self, accesses, requests, keys, fraction=None, footprint=None):
         """``accesses``, ``requests`` and distinct ``keys`` read so far, ``fraction`` of the input (None: unknown);
         ``footprint`` instead of the meter's own (a later step that holds more)."""
-        need = (footprint or self.footprint).of(accesses, requests, keys)
-        whole = need / fraction if fraction else need
+        whole = self.project(accesses, requests, keys, fraction, footprint)
+        self.projected = max(self.projected, whole)
         if whole > self.limit:
-            read = f"{accesses:,} block accesses" if whole == need else f"the {fraction:.0%} read so far"
+            read = f"the {fraction:.0%} read so far" if fraction and fraction < 1 else f"{accesses:,} block accesses"
             raise MemoryLimitError(
                 f"this workload would need about {gib(whole)} of memory (judged by {read}), more than --max-memory"
                 f" {gib(self.limit)}: give it more with --max-memory, or read a part of the input"

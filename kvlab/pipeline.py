@@ -19,7 +19,7 @@ from pathlib import Path
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import CACHE_SETTINGS as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, make_cache
-from kvlab.sizing.model_size import ModelConfigError, read_model_config
+from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_config
 from kvlab.traces import FORMATS
 
 SETTINGS = ("gpu", "cpu", "docs", "tokens", "write_policy")
@@ -153,11 +153,53 @@ def replace_text(path, text):
 
 
 class ConfigError(ValueError):
-    """A config value that passed the schema but breaks a cross-field rule."""
+    """A config value that passed the schema but breaks a cross-field rule; ``key``, the config key it names."""
+
+    def __init__(self, message, key=()):
+        super().__init__(message)
+        self.key = tuple(key)
+
+
+def dotted(key):
+    return ".".join(map(str, key))
+
+
+MAX_JOBS = 5_000  # jobs of one run: config.yaml makes about 270; Snakemake's DAG of 10**6 was not built in 300 s
+
+
+def job_counts(config):
+    """The jobs each section of the config makes, counted without building them (a grid of 300 numbers makes
+    millions)."""
+    rooms = {name: replay_rooms(config, name) for name in config["replay"]["workloads"]}
+    points = {name: len(r["gpu_tokens"]) * len(r["cpu_tokens"]) * len(r["block_tokens"]) for name, r in rooms.items()}
+    tables = config["policies"]["tables"]
+    curves = 0
+    for workload in config["mrc"]["workloads"]:
+        if workload in config["replay"]["workloads"]:
+            grid = mrc_grid(config, workload)
+            curves += len(grid["block_tokens"]) * (1 + len(grid["gpu_tokens"]))
+    return {
+        "runs": len(config["runs"]),
+        "sweeps": sum(len(sweep["grid"]) + 1 for sweep in config["sweeps"].values()),
+        "replay": sum(points[name] + 1 for name in points),
+        "policies": 1 + len(tables["workloads"]),
+        "mrc": curves,
+        "plans": len(config["plans"]),
+    }
+
+
+def check_size(config):
+    """A config whose jobs pass :data:`MAX_JOBS` is refused, naming the sections that make them."""
+    counts = job_counts(config)
+    total = sum(counts.values())
+    if total > MAX_JOBS:
+        parts = ", ".join(f"{name} {count:,}" for name, count in sorted(counts.items(), key=lambda kv: -kv[1]) if count)
+        raise ConfigError(f"config: the grids make {total:,} jobs ({parts}), more than the bound of {MAX_JOBS:,}")
 
 
 def check_config(config):
     """Raise ConfigError (one line, naming the config key) on the first broken cross-field rule."""
+    check_size(config)
     runs, sweeps = set(config["runs"]), set(config["sweeps"])
     clashes = sorted((runs & sweeps) | ((runs | sweeps) & RESERVED))
     if clashes:
@@ -175,25 +217,54 @@ def check_config(config):
     for name, workload in config["replay"]["workloads"].items():
         check_trace_blocks(f"replay.workloads.{name}", workload, replay_rooms(config, name)["block_tokens"])
         check_cache(config, name)
-    check_inputs(config)
     check_policies(config)
     check_mrc(config)
     check_plans(config)
     check_ttft(config)
     check_real(config)
+    check_inputs(config)  # last: it reads the files
 
 
 def check_inputs(config):
-    """Every input file config.yaml names exists (but the example measurement, which the pipeline makes)."""
-    named = [("measurement.source", config["measurement"]["source"])]
-    if "real_measurement" in config:
-        named.append(("real_measurement.source", config["real_measurement"]["source"]))
+    """Every input file config.yaml names is what its job reads (but the example measurement, which the pipeline
+    makes): a measurement the jobs can summarize and fit in its setting, a trace whose first lines are of its
+    format. A file that is not one (``/etc/passwd``) is refused here, before any job copies or reads it."""
+    from kvlab.files import InputError
+    from kvlab.latency.ttft import fit
+    from kvlab.summarize import read_samples
+    from kvlab.traces import TraceError, check_head
+
+    def settled(setting):
+        configs = {name: (rooms["gpu"], rooms["cpu"]) for name, rooms in setting["configs"].items()}
+        return configs, list(setting["passes"].items()), setting["docs"], setting["tokens"]
+
+    named = []  # (config key, path, the check of its content)
+    if config["measurement"]["source"] != EXAMPLE_MEASUREMENT:
+        setting = settled(config["ttft"]["setting"])
+        named.append((("measurement", "source"), config["measurement"]["source"], lambda path: fit(path, *setting)))
+    real = config.get("real_measurement")
+    if real is not None:
+        design = (real["server"], real["state_extra_tokens"])
+        named.append(
+            (
+                ("real_measurement", "source"),
+                real["source"],
+                lambda path: fit(path, *settled(real), server=design, fit_docs=set(real["fit_docs"])),
+            )
+        )
     for name, spec in config["replay"]["workloads"].items():
         if "trace" in spec:
-            named.append((f"replay.workloads.{name}.trace", spec["trace"]))
-    for key, path in named:
-        if path != EXAMPLE_MEASUREMENT and not Path(path).is_file():
-            raise ConfigError(f"config: {key}: {path}: no such file")
+            head = lambda path, trace=FORMATS[spec["source"]]: check_head(path, trace)  # noqa: E731
+            named.append((("replay", "workloads", name, "trace"), spec["trace"], head))
+    for key, path, content in named:
+        if not Path(path).is_file():
+            raise ConfigError(f"config: {dotted(key)}: {path}: no such file", key)
+        try:
+            if key[-1] == "source":
+                read_samples(path)
+            content(path)
+        except (InputError, TraceError, ValueError) as error:
+            raise ConfigError(f"config: {dotted(key)}: {error}", key) from None
 
 
 def check_cache(config, workload):
@@ -258,11 +329,14 @@ def check_plans(config):
         if "chunk_tokens" in plan:  # otherwise the source's own default, which always fits
             check_trace_blocks(f"{key}.chunk_tokens", spec, [plan["chunk_tokens"]])
         try:
-            read_model_config(plan["model_config"]).bytes_per_token(plan.get("tp", 1))
+            shape = read_model_config(plan["model_config"])
+            shape.bytes_per_token(plan.get("tp", 1))
         except ModelConfigError as error:
             raise ConfigError(f"config: {key}.model_config: {error}") from None
         except ValueError as error:
             raise ConfigError(f"config: {key}.tp: {error}") from None
+        if no_tokens(shape):
+            raise ConfigError(f"config: {key}.model_config: {no_tokens(shape)}", ("plans", name, "model_config"))
 
 
 def check_real(config):
@@ -599,11 +673,20 @@ def plot_args(config, plot):
     under a real measurement's its own."""
     if plot in REAL_PLOTS:
         return f"--note {shlex.quote(config['real_measurement']['note'])}"
+    if plot == "trace_reuse":
+        workload = trace_plotted(config)
+        note = f"Token hit ratios of the real trace {replay_trace(config, workload)} (replay workload {workload}):"
+        return "--note " + shlex.quote(f"{note} exact LRU curves, and replays as points")
     synthetic = config["measurement"]["source"] == EXAMPLE_MEASUREMENT
     return f"--note {shlex.quote(SYNTHETIC_NOTE)}" if synthetic and plot in MEASURED_PLOTS else ""
 
 
 REAL_PLOTS = ("real_ttft_per_pass", "real_predicted_vs_measured")
+
+
+def trace_plotted(config):
+    """The workload of the trace's figure: the first mrc workload read from a trace file (None if none is)."""
+    return next((workload for workload in config["mrc"]["workloads"] if replay_trace(config, workload)), None)
 
 
 def plot_inputs(config):
@@ -628,7 +711,48 @@ def plot_inputs(config):
     if "real_measurement" in config:
         inputs["real_ttft_per_pass"] = [config["real_measurement"]["source"]]
         inputs["real_predicted_vs_measured"] = [REAL_TABLE]
+    trace = trace_plotted(config)
+    if trace:  # its replay table, its GPU curve, its CPU curves, at its first block size
+        grid = mrc_grid(config, trace)
+        block = grid["block_tokens"][0]
+        curves = [mrc_path(trace, block, gpu) for gpu in [None, *grid["gpu_tokens"]]]
+        inputs["trace_reuse"] = [replay_table_path(trace), *curves]
     return inputs
+
+
+def job_lines(config):
+    """``(config key, kvlab command line)`` of every job whose flags come from the config, without the files its
+    rule adds: ``kvlab config`` parses each with its command's own parser, so that a value a job would refuse is
+    refused before any job runs (the rules build the same lines from the same functions)."""
+    for run in config["runs"]:
+        yield ("runs", run), "scenario " + run_args(config, run)
+    for sweep, spec in config["sweeps"].items():
+        for index, value in enumerate(spec["grid"]):
+            yield ("sweeps", sweep, "grid", index), "scenario " + sweep_point_args(config, sweep, value)
+    yield ("example_measurement",), "example-measurement " + example_measurement_args(config)
+    for workload in config["replay"]["workloads"]:
+        rooms = replay_rooms(config, workload)
+        for block, gpu, cpu in product(rooms["block_tokens"], rooms["gpu_tokens"], rooms["cpu_tokens"]):
+            yield ("replay", "workloads", workload), "replay " + replay_args(config, workload, gpu, cpu, block)
+    yield ("policies", "cpu_cliff"), "policies cliff " + policy_cliff_args(config)
+    for workload in config["policies"]["tables"]["workloads"]:
+        yield ("policies", "tables"), "policies table " + policy_table_args(config, workload)
+    for workload in config["mrc"]["workloads"]:
+        grid = mrc_grid(config, workload)
+        for block in grid["block_tokens"]:
+            for gpu in [None, *grid["gpu_tokens"]]:
+                yield ("mrc", "workloads"), "mrc " + mrc_args(config, workload, block, gpu)
+    for name in config["plans"]:
+        yield ("plans", name), "plan " + plan_args(config, name)
+    yield ("ttft", "setting"), "ttft fit " + ttft_fit_args(config)
+    if "real_measurement" in config:
+        yield ("real_measurement",), "ttft fit " + real_fit_args(config)
+    for sweep in config["ttft"]["sweeps"]:
+        yield ("ttft", "sweeps"), "ttft sweep " + ttft_sweep_args(config, sweep)
+    if "budgets" in config["ttft"]:
+        yield ("ttft", "budgets"), "ttft budgets " + ttft_budgets_args(config)
+    for plot in plot_inputs(config):
+        yield ("plots",), f"plots {plot} " + plot_args(config, plot)
 
 
 def name_pattern(names):
@@ -663,13 +787,15 @@ def run_job(line, log, stdout=None):
     most of a small job's cost. A job that reads a trace (``--trace``), whose work outweighs any start-up,
     runs in a process of its own instead, so that large jobs run side by side on every core.
     """
+    from kvlab.runs import job_process
+
     argv = shlex.split(line)
     temporary = Path(f"{stdout}.tmp") if stdout else None
     with open(log, "w", encoding="utf-8") as errors:
         with open(temporary, "w", encoding="utf-8") if temporary else contextlib.nullcontext(errors) as out:
             if "--trace" in argv:
                 command = [sys.executable, "-m", "kvlab", *argv]
-                code = subprocess.run(command, stdout=out, stderr=errors, stdin=subprocess.DEVNULL).returncode
+                code = job_process(command, stdout=out, stderr=errors, stdin=subprocess.DEVNULL).returncode
             else:
                 from kvlab.cli import main
 

@@ -46,19 +46,20 @@ def cpu_cliff(docs, tokens, passes, gpu_tokens, cpu_rooms, write_policies, recor
     return cliff
 
 
-def hit_table(make, rooms, write_policies, evictions, block_rules, switches):
-    """Rows of the policy table for the workload ``make(block_tokens)`` builds, in grid order."""
+def hit_table(make, rooms, write_policies, evictions, block_rules, switches, meter=None):
+    """Rows of the policy table for the workload ``make(block_tokens)`` builds, in grid order; ``meter``
+    (:class:`kvlab.memory.Meter`) checks every replay, so a workload too large stops in the first."""
     rows = []
     for block in rooms["block_tokens"]:
         for gpu in rooms["gpu_tokens"]:
             for cpu in rooms["cpu_tokens"]:
-                bound = bound_ratio(make(block), gpu, cpu, block, **block_rules)
+                bound = bound_ratio(make(block), gpu, cpu, block, **block_rules, meter=meter)
                 for policy in write_policies:
                     extra = switches if policy == "write-through" else {}
                     for eviction in evictions:
                         tiers = {"gpu_eviction": eviction, "cpu_eviction": eviction}
                         cache = make_cache(policy, gpu, cpu, block, **block_rules, **tiers, **extra)
-                        for name, one in rounds(make(block), cache):
+                        for name, one in rounds(make(block), cache, meter):
                             rows.append(
                                 {
                                     "block_tokens": block,
@@ -74,19 +75,19 @@ def hit_table(make, rooms, write_policies, evictions, block_rules, switches):
     return rows
 
 
-def bound_ratio(workload, gpu, cpu, block, partial_blocks, eviction_order):
+def bound_ratio(workload, gpu, cpu, block, partial_blocks, eviction_order, meter=None):
     """Token hit ratio of one ``opt`` tier of ``G//B + C//B`` blocks; None when partial blocks are kept
     (blocks of different sizes: MIN is not optimal then, and there is no bound)."""
     if partial_blocks != "drop":
         return None
     room = (gpu // block + cpu // block) * block
     cache = make_cache("write-through", room, 0, block, eviction_order=eviction_order, gpu_eviction="opt")
-    return rounds(workload, cache)[0][1]["token_hit_ratio"]
+    return rounds(workload, cache, meter)[0][1]["token_hit_ratio"]
 
 
-def rounds(workload, cache):
+def rounds(workload, cache, meter=None):
     """``[(round, figures)]`` of one replay: "all" first, then each round."""
-    totals = replay(workload, cache)
+    totals = replay(workload, cache, meter=meter)
     per_round = [(name, figures(row)) for name, row in zip(workload.rounds, totals, strict=True)]
     return [("all", figures(overall(totals))), *per_round]
 

@@ -47,13 +47,16 @@ def _replay_batches(workload, cache, per_request, progress, meter):
 
 
 def _metered(requests, meter, workload):
-    """``requests``, checked against ``meter`` every 4,096 requests (distinct keys counted by the accesses)."""
-    accesses = 0
+    """``requests``, checked against ``meter`` every 4,096 requests, whenever more of the input has been read,
+    and at the end (distinct keys counted by the accesses)."""
+    accesses, number, fraction = 0, 0, None
     for number, request in enumerate(requests, 1):
         accesses += len(request.keys)
-        if not number % 4096:
-            meter.check(accesses, number, accesses, workload.read_fraction)
+        if not number % 4096 or workload.read_fraction != fraction:
+            fraction = workload.read_fraction
+            meter.check(accesses, number, accesses, fraction)
         yield request
+    meter.check(accesses, number, accesses, workload.read_fraction)
 
 
 def _replay_requests(workload, cache, per_request, progress, meter):

@@ -1,23 +1,36 @@
-"""One pipeline run at a time per folder, and a clean start after a run that was killed.
+"""One pipeline run at a time per folder, every config it reads checked as data first, and a clean start after a
+run that was killed.
 
-A run holds an exclusive lock on a file under ``.snakemake/`` for its whole life (the kernel drops it when the
-process dies, however it dies), so a second run in the same folder stops at once and names the first. Holding
-the lock also proves that any Snakemake lock or temporary file left in the folder belongs to a dead run: they
-are removed before Snakemake starts, and Snakemake reruns the jobs the dead run left incomplete.
+A run holds an exclusive lock on a file under ``.snakemake/`` for its whole life, and so does every process of
+its tree: Snakemake inherits the locked file, and so does each job process it starts (``KVLAB_RUN_LOCK_FD``).
+The kernel drops the lock only when the last of them exits, however they exit, so a second run stops at once
+and names the first while any of it lives (a ``kill -9`` of ``kvlab run`` alone leaves no Snakemake behind
+unnoticed), and a run that does hold the lock knows that any Snakemake lock or temporary file in the folder
+belongs to a dead run: they are removed before Snakemake starts, and Snakemake reruns what it left incomplete.
+Snakemake runs in a process group of its own with its jobs (a Ctrl-C or a ``kill`` of ``kvlab run`` is passed on
+to it once, as a Ctrl-C), and on Linux each process of the tree is killed when its parent dies
+(``PR_SET_PDEATHSIG``): a ``kill -9`` of ``kvlab run`` kills the whole run, and the next one starts clean.
 """
 
+import contextlib
+import ctypes
 import fcntl
+import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from kvlab.kernels import compiled
 
-__all__ = ["LOCK", "RunError", "run_pipeline"]
+__all__ = ["LOCK", "RunError", "hold_lock", "run_pipeline", "snakemake_sources"]
 
 LOCK = Path(".snakemake", "kvlab-run.lock")
+LOCK_FD = "KVLAB_RUN_LOCK_FD"  # the locked file's descriptor, inherited by Snakemake and its job processes
+CHECKED = "KVLAB_CONFIG_CHECKED"  # set for the Snakemake that kvlab run starts: it checked the config already
 TEMPORARY = ("results/**/*.tmp", "work/**/*.tmp")  # a job's and a writer's unfinished files (never tracked)
+WORKFLOW_CONFIG = "config.yaml"  # the Snakefile's configfile
 
 
 class RunError(RuntimeError):
@@ -43,6 +56,27 @@ def hold_lock(folder):
     return handle
 
 
+def die_with_parent(sig):
+    """A ``preexec_fn``: the child gets ``sig`` when the process that started it dies (Linux; elsewhere nothing)."""
+
+    def arm():
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return arm if sys.platform.startswith("linux") else None
+
+
+def job_process(command, **kwargs):
+    """``subprocess.run`` for a job's own process: it holds the run's lock too and dies with Snakemake."""
+    inherited = os.environ.get(LOCK_FD, "")
+    fds = ()
+    if inherited.isdigit():
+        with contextlib.suppress(OSError):  # not open here (a job on another node): nothing to pass on
+            fcntl.fcntl(int(inherited), fcntl.F_GETFD)
+            fds = (int(inherited),)
+    return subprocess.run(command, pass_fds=fds, preexec_fn=die_with_parent(signal.SIGKILL), **kwargs)
+
+
 def clean_dead_run(folder, snakemake):
     """Remove what a killed run left: temporary files, and Snakemake's own lock (through ``--unlock``)."""
     for pattern in TEMPORARY:
@@ -62,13 +96,101 @@ def warm_kernels(folder):
     subprocess.run([sys.executable, "-m", "kvlab.kernels"], cwd=folder)  # a failure shows in the jobs
 
 
+CONFIG_FLAGS = ("--conf", "--prof", "--workflow-p", "--repl", "--dir")  # what starts any flag that sets the config
+
+
+def may_set_config(argument):
+    """Whether a Snakemake argument may bring a config in (a config file, an override, a profile, another folder):
+    then Snakemake's own parser reads the flags; else config.yaml is all there is (no import of Snakemake)."""
+    if argument.startswith("--"):
+        return argument.startswith(CONFIG_FLAGS)
+    return argument.startswith("-") and any(letter in argument for letter in "Cd")  # -C, -d, and in a cluster
+
+
+def snakemake_sources(arguments):
+    """The configs Snakemake will read for ``arguments`` (its own flags, in this folder), in the order it merges
+    them: ``[(name, data, composed root or None)]``, each read as data (never YTE). Snakemake's own parser reads
+    the flags (so an abbreviation, ``-C`` or a profile's ``configfile`` are found as Snakemake finds them); flags
+    it refuses are left for Snakemake to refuse."""
+    from kvlab.config import load_mapping
+
+    if not any(map(may_set_config, arguments)) and "SNAKEMAKE_PROFILE" not in os.environ:
+        return [(WORKFLOW_CONFIG, *load_mapping(WORKFLOW_CONFIG))]  # the Snakefile's configfile alone
+    from snakemake.cli import parse_args, parse_config
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            _, args = parse_args(list(arguments))
+    except SystemExit as done:  # its usage error, or its --help and --version (Snakemake then says them itself)
+        if done.code:
+            lines = said.getvalue().strip().splitlines()
+            raise RunError(f"Snakemake's flags: {(lines or ['refused'])[-1].partition('error: ')[2]}") from None
+        return []
+    except Exception as error:  # noqa: BLE001 - any refusal of Snakemake's parser, in its own words
+        said = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise RunError(f"Snakemake's flags: {said}") from None
+    sources = []
+    if not getattr(args, "replace_workflow_config", False) or not (args.configfile or args.config):
+        sources.append((WORKFLOW_CONFIG, *load_mapping(WORKFLOW_CONFIG)))
+    for path in args.configfile or ():
+        sources.append((str(path), *load_mapping(path)))
+    if args.config:
+        try:
+            entries = parse_config(args.config)
+        except ValueError as error:
+            raise RunError(f"--config: {error}") from None
+        sources.append(("--config " + " ".join(args.config), entries, None))
+    return sources
+
+
 def run_pipeline(arguments=(), folder=".", snakemake=None):
-    """Run Snakemake in ``folder`` with ``arguments`` as the only run there; return its exit code."""
-    snakemake = snakemake or [sys.executable, "-m", "snakemake"]
+    """Run Snakemake in ``folder`` with ``arguments`` as the only run there; return its exit code. Snakemake runs
+    through :func:`main` (every config file it reads checked as data), holding the lock with this process; the
+    caller has checked the config (``kvlab run``), so the Snakefile does not again."""
+    snakemake = snakemake or [sys.executable, "-m", "kvlab.runs"]
     lock = hold_lock(folder)
     try:
         clean_dead_run(folder, snakemake)
         warm_kernels(folder)
-        return subprocess.run([*snakemake, *arguments], cwd=folder).returncode
+        fd = lock.fileno()
+        child = subprocess.Popen(
+            [*snakemake, *arguments],
+            cwd=folder,
+            pass_fds=(fd,),
+            env={**os.environ, LOCK_FD: str(fd), CHECKED: "1"},
+            process_group=0,  # its jobs with it: `kill -- -GROUP` stops the whole run
+            preexec_fn=die_with_parent(signal.SIGKILL),
+        )
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}, Snakemake's process group {child.pid}: kill -- -{child.pid}\n")
+        lock.flush()
+        forward = {sig: signal.signal(sig, lambda *_: child.send_signal(signal.SIGINT)) for sig in STOPS}
+        try:
+            return child.wait()
+        finally:
+            for sig, handler in forward.items():
+                signal.signal(sig, handler)
     finally:
         lock.close()
+
+
+# Passed on to Snakemake as a Ctrl-C, once (its group is its own): its orderly stop. Its own SIGTERM handler was
+# seen to hang (two threads waiting on each other), so a stop is never sent as SIGTERM.
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def main(argv=None):
+    """``python -m kvlab.runs SNAKEMAKE-FLAGS``: Snakemake's command line, with every config file it reads checked
+    as data first (kvlab.config.guard_snakemake)."""
+    from snakemake.cli import main as snakemake
+
+    from kvlab.config import guard_snakemake
+
+    guard_snakemake()
+    snakemake(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -56,10 +56,10 @@ class OneLineParser(argparse.ArgumentParser):
 def non_negative_int(text):
     """argparse type: a whole number from 0 to MAX_WHOLE."""
     shown = repr(text) if len(text) <= 40 else repr(text[:32]) + "..."
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {shown}") from None
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not (digits.isascii() and digits.isdigit()):  # int() would also take 1_000, ١٢٣ and spaces
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {shown}")
+    value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {shown}")
     if value > MAX_WHOLE:

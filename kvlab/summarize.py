@@ -15,9 +15,12 @@ Standard library only, so this file still works when copied alone.
 """
 
 import argparse
+import errno
+import io
 import json
 import math
 import os
+import stat
 import statistics
 import sys
 import tempfile
@@ -40,10 +43,59 @@ def read_samples(path):
     return samples
 
 
+class Prefixed(io.RawIOBase):
+    """A named pipe's stream with the bytes read to find its writer put back in front."""
+
+    def __init__(self, head, fd):
+        self.head, self.fd = head, fd
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count], self.head = self.head[:count], self.head[count:]
+            return count
+        return os.readv(self.fd, [buffer])
+
+    def close(self):
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
+def open_source(path):
+    """``path`` opened for reading; a named pipe with no writer is an OSError at once, not a wait for ever."""
+    if not stat.S_ISFIFO(os.stat(path).st_mode):
+        return open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        head = os.read(fd, 65536)
+    except BlockingIOError:  # a writer, nothing written yet
+        head = b""
+    else:
+        if not head:
+            os.close(fd)
+            raise OSError(errno.EPIPE, "a named pipe with no writer (nothing to read)")
+    os.set_blocking(fd, True)
+    return io.BufferedReader(Prefixed(head, fd))
+
+
+def unique_fields(pairs):
+    """A JSON object's fields, each given once (json would keep the last of two silently)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen = set()
+        twice = next(name for name, _ in pairs if name in seen or seen.add(name))
+        raise ValueError(f"the field {twice!r} is given twice")
+    return record
+
+
 def read_records(path):
     """Yield ``(file:line, record)`` for each request of the JSONL file at ``path``; raise InputError on bad input."""
     try:
-        handle = open(path, "rb")
+        handle = open_source(path)
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
     with handle:
@@ -66,7 +118,7 @@ def read_records(path):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line, parse_constant=not_a_number)
+                record = json.loads(line, parse_constant=not_a_number, object_pairs_hook=unique_fields)
             except RecursionError:
                 raise InputError(f"{where}: malformed JSON (nested too deeply)") from None
             except ValueError as error:  # JSONDecodeError, NaN/Infinity, or an integer too long to convert
@@ -144,10 +196,19 @@ def write_atomically(path, text):
     """Write ``text`` (or bytes) to ``path`` through a temporary file in the same folder, so ``path`` is never
     partial."""
     if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):  # a device, a pipe
-        with open(path, "wb") as handle:  # written in place: a rename would replace the device itself
-            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
+        try:  # written in place (a rename would replace the device itself); a pipe with no reader is an error
+            fd = os.open(path, os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(os.stat(path).st_mode) else 0))
+        except OSError as error:
+            if error.errno == errno.ENXIO:
+                raise OSError(errno.ENXIO, "a named pipe with no reader") from None
+            raise
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)  # a link is written through: its target is replaced, the link stays
+    folder = os.path.dirname(path)
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".summarize-", suffix=".tmp")
     mask = os.umask(0)  # the mode any new file gets, not mkstemp's 0600
     os.umask(mask)

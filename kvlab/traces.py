@@ -14,7 +14,7 @@ never the answer.
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvlab.files import BATCH_BYTES, InputError, line_batches, parse_json, shown
+from kvlab.files import BATCH_BYTES, InputError, line_batches, lines, parse_json, shown
 
 __all__ = ["BAILIAN", "FORMATS", "MAX_WHOLE", "MOONCAKE", "Batch", "TraceError", "TraceFormat", "read"]
 
@@ -161,6 +161,26 @@ BAILIAN = TraceFormat(
 FORMATS = {trace.name: trace for trace in (MOONCAKE, BAILIAN)}
 
 
+BOM = b"\xef\xbb\xbf"
+NO_BOM = "malformed JSON (a UTF-8 byte order mark before the first line)"  # as every other JSON reader, and json
+
+
+def check_head(path, trace, count=16):
+    """The first ``count`` requests of the trace read by the reference reader (no compiled code to load): a file
+    that is not a trace of ``trace``'s format is a TraceError naming its line."""
+    try:
+        for number, raw in lines(path):
+            if number == 1 and raw.startswith(BOM):
+                raise TraceError(f"{path}:1: {NO_BOM}")
+            if raw.strip():
+                trace.check(raw, f"{path}:{number}")
+                count -= 1
+                if not count:
+                    return
+    except InputError as error:
+        raise TraceError(str(error)) from None
+
+
 def read(path, trace, size=BATCH_BYTES):
     """Yield the :class:`Batch` es of the trace in ``path`` (a path, ``-`` or ``.gz``) in format ``trace``."""
     import simdjson  # the fast parser, loaded only by a command that reads a trace
@@ -168,6 +188,8 @@ def read(path, trace, size=BATCH_BYTES):
     parser = simdjson.Parser()
     try:
         for first, raws, fraction in line_batches(path, size):
+            if first == 1 and raws[0].startswith(BOM):  # as every other JSON reader of kvlab's, and json itself
+                raise TraceError(f"{path}:1: {NO_BOM}")
             batch = _scanned(trace, raws) if trace.integers else None
             if batch is None:
                 batch = _batch(path, trace, parser, first, raws)

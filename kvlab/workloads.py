@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvlab.files import shown
+from kvlab.files import number_text, shown
 from kvlab.traces import FORMATS, TraceError
 
 __all__ = [
@@ -69,11 +69,8 @@ def as_int(value):
     """``value`` as an int if it is one or its text, else None: a float or a bool is a mistake, not a number."""
     if type(value) is int:
         return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return None
+    if isinstance(value, str) and number_text(value, whole=True) and len(value) <= 40:  # int() stops at 4,300
+        return int(value)
     return None
 
 

@@ -8,8 +8,11 @@ from snakemake.utils import format as line
 from kvlab import pipeline
 from kvlab.config import validate
 
-validate(config)
-pipeline.check_config(config)
+# Checked once, by the run itself (kvlab run has, before it started Snakemake: kvlab/runs.py); a job's own
+# process (on a cluster, each job's) parses the Snakefile again.
+if workflow.is_main_process and not os.environ.get("KVLAB_CONFIG_CHECKED"):
+    validate(config)
+    pipeline.check_config(config)
 
 # Jobs run `kvlab COMMAND` through pipeline.run_job; `line("...")` formats a command line from the job's
 # input, output, params and wildcards, as a shell directive would. A job that runs a process of its own
@@ -31,6 +34,14 @@ def sweep_points(wildcards):
 
 def sweep_record(wildcards):
     return config["sweeps"][wildcards.sweep]["record"]
+
+
+def artifact(path, **shown):
+    """An output under results/ (committed): Snakemake keeps it while its job runs and puts it back if the job
+    fails (`update`), so a failing job never costs a committed artifact; with ``shown`` (a caption, a category)
+    it is in the report too."""
+    path = update(path)
+    return report(path, **shown) if shown else path
 
 
 def stamp(rule, *settings):

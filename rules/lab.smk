@@ -6,7 +6,7 @@ rule lab_run:
         stamp=stamp("lab_run", run_args),
         code=code("scenario"),
     output:
-        report("results/{run}.json", caption="../report/lab_run.rst", category="1. The lab"),
+        artifact("results/{run}.json", caption="../report/lab_run.rst", category="1. The lab"),
     log:
         "logs/lab_run/{run}.log",
     wildcard_constraints:
@@ -40,7 +40,7 @@ rule sweep_collect:
         points=sweep_points,
         code=code("collect"),
     output:
-        report("results/{sweep}.json", caption="../report/sweep.rst", category="1. The lab"),
+        artifact("results/{sweep}.json", caption="../report/sweep.rst", category="1. The lab"),
     log:
         "logs/sweep_collect/{sweep}.log",
     wildcard_constraints:

@@ -6,7 +6,7 @@ rule example_measurement:
         stamp=stamp("example_measurement", pipeline.example_measurement_args(config)),
         code=code("example-measurement"),
     output:
-        pipeline.EXAMPLE_MEASUREMENT,
+        artifact(pipeline.EXAMPLE_MEASUREMENT),
     log:
         "logs/example_measurement.log",
     params:
@@ -20,7 +20,7 @@ rule measurement_copy:
         source=config["measurement"]["source"],
         stamp=stamp("measurement_copy", config["measurement"]["source"]),
     output:
-        "results/ttft.jsonl",
+        artifact("results/ttft.jsonl"),
     log:
         "logs/measurement_copy.log",
     shell:
@@ -32,7 +32,7 @@ rule measured:
         code=code("summarize"),
         measurement="results/ttft.jsonl",
     output:
-        report("results/measured.json", caption="../report/measured.rst", category="1. The lab"),
+        artifact("results/measured.json", caption="../report/measured.rst", category="1. The lab"),
     log:
         "logs/measured.log",
     run:
@@ -48,7 +48,7 @@ if "real_measurement" in config:
             code=code("summarize"),
             measurement=config["real_measurement"]["source"],
         output:
-            report(
+            artifact(
                 pipeline.REAL_MEASURED,
                 caption="../report/measured.rst",
                 category="5. A real server",
@@ -64,8 +64,8 @@ if "real_measurement" in config:
             code=code("ttft"),
             measurement=config["real_measurement"]["source"],
         output:
-            model=pipeline.REAL_MODEL,
-            table=report(
+            model=artifact(pipeline.REAL_MODEL),
+            table=artifact(
                 pipeline.REAL_TABLE,
                 caption="../report/predicted_vs_measured_table.rst",
                 category="5. A real server",

@@ -7,8 +7,8 @@ rule mrc_gpu:
         unpack(mrc_inputs),
         stamp=stamp("mrc_gpu", mrc_args),
     output:
-        curve=pipeline.mrc_path("{workload}", "{block}"),
-        cliffs=pipeline.mrc_path("{workload}", "{block}", suffix="json"),
+        curve=artifact(pipeline.mrc_path("{workload}", "{block}")),
+        cliffs=artifact(pipeline.mrc_path("{workload}", "{block}", suffix="json")),
     log:
         "logs/mrc/{workload}/block{block}-gpu.log",
     wildcard_constraints:
@@ -29,8 +29,8 @@ rule mrc_cpu:
         unpack(mrc_inputs),
         stamp=stamp("mrc_cpu", mrc_args),
     output:
-        curve=pipeline.mrc_path("{workload}", "{block}", "{gpu}"),
-        cliffs=pipeline.mrc_path("{workload}", "{block}", "{gpu}", suffix="json"),
+        curve=artifact(pipeline.mrc_path("{workload}", "{block}", "{gpu}")),
+        cliffs=artifact(pipeline.mrc_path("{workload}", "{block}", "{gpu}", suffix="json")),
     log:
         "logs/mrc/{workload}/block{block}-cpu-at-gpu{gpu}.log",
     wildcard_constraints:
@@ -52,7 +52,7 @@ rule plan:
         unpack(plan_inputs),
         stamp=stamp("plan", plan_args),
     output:
-        report(
+        artifact(
             pipeline.plan_path("{plan}"),
             caption="../report/plan.rst",
             category="3. Capacity planner",

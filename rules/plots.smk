@@ -8,7 +8,7 @@ rule plot:
         code=code("plots"),
         artifacts=plot_artifacts,
     output:
-        report(
+        artifact(
             pipeline.plot_path("{plot}"),
             caption="../report/plot.rst",
             category="Figures",

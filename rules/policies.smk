@@ -7,7 +7,7 @@ rule policy_cliff:
         stamp=stamp("policy_cliff", pipeline.policy_cliff_args(config)),
         code=code("policies"),
     output:
-        report(
+        artifact(
             pipeline.POLICY_CLIFF,
             caption="../report/policy_cliff.rst",
             category="2. Offload designs",
@@ -25,7 +25,7 @@ rule policy_table:
         unpack(policy_table_inputs),
         stamp=stamp("policy_table", policy_table_args),
     output:
-        pipeline.policy_table_path("{workload}"),
+        artifact(pipeline.policy_table_path("{workload}")),
     log:
         "logs/policy_table/{workload}.log",
     wildcard_constraints:

@@ -7,7 +7,7 @@ rule replay_point:
         unpack(replay_inputs),
         stamp=stamp("replay_point", replay_args),
     output:
-        pipeline.replay_point_path("{workload}", "{gpu}", "{cpu}", "{block}"),
+        artifact(pipeline.replay_point_path("{workload}", "{gpu}", "{cpu}", "{block}")),
     log:
         "logs/replay/{workload}/gpu{gpu}-cpu{cpu}-block{block}.log",
     wildcard_constraints:
@@ -27,7 +27,7 @@ rule replay_table:
         points=replay_points,
         code=code("replay-table"),
     output:
-        pipeline.replay_table_path("{workload}"),
+        artifact(pipeline.replay_table_path("{workload}")),
     log:
         "logs/replay_table/{workload}.log",
     wildcard_constraints:

@@ -8,8 +8,8 @@ rule ttft_fit:
         code=code("ttft"),
         measurement=pipeline.MEASUREMENT,
     output:
-        model=pipeline.TTFT_MODEL,
-        table=report(
+        model=artifact(pipeline.TTFT_MODEL),
+        table=artifact(
             pipeline.TTFT_TABLE,
             caption="../report/predicted_vs_measured_table.rst",
             category="4. From hits to time",
@@ -31,9 +31,9 @@ rule ttft_sweep:
     input:
         stamp=stamp("ttft_sweep", ttft_sweep_args),
         code=code("ttft"),
-        model=pipeline.TTFT_MODEL,
+        model=artifact(pipeline.TTFT_MODEL),
     output:
-        pipeline.ttft_sweep_path("{sweep}"),
+        artifact(pipeline.ttft_sweep_path("{sweep}")),
     log:
         "logs/ttft/sweep-{sweep}.log",
     wildcard_constraints:
@@ -55,7 +55,7 @@ rule ttft_budgets:
             pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
         ),
     output:
-        pipeline.ttft_budgets_path("{plan}"),
+        artifact(pipeline.ttft_budgets_path("{plan}")),
     log:
         "logs/ttft/budgets-{plan}.log",
     wildcard_constraints:

@@ -5,6 +5,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -171,6 +172,22 @@ def killed_and_rerun(tmp_path_factory):
         return folder, json.loads(record.read_text(encoding="utf-8"))
 
 
+def snakemake_group(folder):
+    """The process group of the Snakemake that ``kvlab run`` in ``folder`` started (its lock file names it), or
+    None before it has started."""
+    found = re.search(r"process group (\d+)", (Path(folder) / ".snakemake" / "kvlab-run.lock").read_text())
+    return int(found.group(1)) if found else None
+
+
+def kill_run(folder, process):
+    """A machine's crash: ``kvlab run`` (``process``, in a session of its own) and its Snakemake's whole group
+    killed with SIGKILL at once."""
+    group = snakemake_group(folder)
+    for target in ([group] if group else []) + [process.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(target, signal.SIGKILL)
+
+
 def kill_and_rerun(folder):
     """The kill, the leftovers and the rerun in ``folder``; what the kill left."""
     copy = scratch_copy(folder)
@@ -184,7 +201,7 @@ def kill_and_rerun(folder):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list((copy / "results").rglob("*.json"))) < 8:
         time.sleep(0.02)
-    os.killpg(first.pid, signal.SIGKILL)
+    kill_run(copy, first)
     first.wait()
     left = {
         "results": len(list((copy / "results").rglob("*.json"))),

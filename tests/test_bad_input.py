@@ -34,6 +34,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import ROOT, SCHEMA, deleter, kvlab, load_config, setter  # noqa: E402
 
+from kvlab import pipeline  # noqa: E402
+
 R = str(ROOT)
 BIG = str(2**70)
 OVER = str(2**53 + 1)
@@ -44,7 +46,7 @@ DEEP = "[" * 100000
 MODEL_CONFIG = (ROOT / "models" / "Qwen2.5-1.5B-Instruct" / "config.json").read_text()
 TTFT_MODEL = (ROOT / "results" / "ttft" / "model.json").read_text()
 SCENARIO_OUT = (ROOT / "results" / "cyclic.json").read_text()
-REPLAY_POINT = (ROOT / "results" / "replay" / "lab" / "gpu21520-cpu0-block16.json").read_text()
+REPLAY_POINT = (ROOT / pipeline.replay_points(load_config(), "lab")[0]).read_text()  # the grids' first point
 BUDGETS_CSV = (ROOT / "results" / "ttft" / "budgets-lab.csv").read_text()
 CLIFF_JSON = (ROOT / "results" / "cliff.json").read_text()
 SWEEP_CSV = (ROOT / "results" / "ttft" / "sweep-cliff.csv").read_text()
@@ -527,7 +529,7 @@ add(
         "100",
     ],
     2,
-    "--block-tokens must be a multiple",
+    "--chunk-tokens must be a multiple of the trace's 512-token hash blocks",
     {**PLAN_FILES, **TRACE_FILES},
 )
 for id, text, message in [
@@ -582,11 +584,15 @@ add_many(
 MEASURE = ["--base-url", "http://127.0.0.1:9", "--model", "m", "--docs", "2", "--tokens", "5"]
 MEASURE += ["--config-name", "lmcache", "--out", "m.jsonl"]
 GOOD_RECORD = '{"config": "baseline", "pass": "p", "doc": 0, "doc_tokens": 5, "ttft_ms": 1.0, "total_ms": 2.0}\n'
+BASE_URL = "argument --base-url: expected http://HOST[:PORT][/PATH] (or https)"
 add_many(
     "measure",
     MEASURE,
     [
         ("no-base-url", {"--base-url": None}, 2, "the following arguments are required: --base-url"),
+        ("base-url-unbalanced", {"--base-url": "http://[::1"}, 2, f"{BASE_URL}, got 'http://[::1': a '[' or ']'"),
+        ("base-url-ftp", {"--base-url": "ftp://x"}, 2, f"{BASE_URL}, got 'ftp://x': the scheme must be http"),
+        ("base-url-no-host", {"--base-url": "http://"}, 2, f"{BASE_URL}, got 'http://': it names no host"),
         ("no-model", {"--model": None}, 2, "the following arguments are required: --model"),
         ("no-out", {"--out": None}, 2, "the following arguments are required: --out"),
         ("no-config-name", {"--config-name": None}, 2, "the following arguments are required: --config-name"),
@@ -1119,13 +1125,14 @@ add_many(
 add("replay-table", "no-arguments", [], 2, "the following arguments are required")
 add("replay-table", "no-points", ["--out", "t.csv"], 2, "the following arguments are required: points", {"t.csv": OLD})
 _point = json.loads(REPLAY_POINT)
+_room = f'"gpu_tokens": {_point["cache"]["gpu_tokens"]}'  # a number of the point, in its JSON
 for id, text, message in [
     ("empty", "", "q.json: malformed JSON"),
     ("binary", b"\xff\xd8\xff\xe0", "q.json: not UTF-8 text"),
     ("deep-nesting", DEEP, "q.json: malformed JSON"),
-    ("nan", REPLAY_POINT.replace("21520", "NaN", 1), "q.json: malformed JSON"),
-    ("infinity", REPLAY_POINT.replace("21520", "-Infinity", 1), "q.json: malformed JSON"),
-    ("1e999", REPLAY_POINT.replace("21520", "1e999", 1), "q.json: malformed JSON"),
+    ("nan", REPLAY_POINT.replace(_room, '"gpu_tokens": NaN', 1), "q.json: malformed JSON"),
+    ("infinity", REPLAY_POINT.replace(_room, '"gpu_tokens": -Infinity', 1), "q.json: malformed JSON"),
+    ("1e999", REPLAY_POINT.replace(_room, '"gpu_tokens": 1e999', 1), "q.json: malformed JSON"),
     ("object-empty", "{}", "q.json: not a replay output"),
     ("array", "[]", "q.json: not a replay output"),
     ("number", "1", "q.json: not a replay output"),
@@ -1213,10 +1220,34 @@ def linked(name):
 REPOSITORY_LINKS = {name: linked(name) for name in ("data", "models", "results") if (ROOT / name).exists()}
 
 
-def line_with(text, fragment, after=0):
-    """The 1-based number of the first line of ``text`` holding ``fragment`` (past line ``after``)."""
-    lines = text.splitlines()
-    return next(number for number, line in enumerate(lines, 1) if number > after and fragment in line)
+def key_node(text, path):
+    """The composed YAML node of the key at ``path`` in ``text`` and its value's node (found as YAML finds it,
+    whatever the layout)."""
+    node, key = yaml.compose(text, Loader=yaml.SafeLoader), None
+    for name in path:
+        assert isinstance(node, yaml.MappingNode), (path, name)
+        key, node = next((k, v) for k, v in node.value if k.value == name)
+    return key, node
+
+
+def key_line(text, *path):
+    """The 1-based line of the key at ``path`` in ``text``."""
+    return key_node(text, path)[0].start_mark.line + 1
+
+
+def spliced(text, path, literal):
+    """``text`` with the scalar value at ``path`` written as the YAML text ``literal`` (in place: the rest of the
+    file, comments and layout, as it was)."""
+    _, value = key_node(text, path)
+    assert isinstance(value, yaml.ScalarNode), path
+    return text[: value.start_mark.index] + literal + text[value.end_mark.index :]
+
+
+def tab_indented(text, path):
+    """``text`` with the line of the key at ``path`` indented by a tab instead of its spaces."""
+    key, _ = key_node(text, path)
+    assert key.start_mark.column > 0, path
+    return text[: key.start_mark.index - key.start_mark.column] + "\t" + text[key.start_mark.index :]
 
 
 def config_case(id, text, message, args=("c.yaml",), code=1, process=False):
@@ -1226,28 +1257,34 @@ def config_case(id, text, message, args=("c.yaml",), code=1, process=False):
 
 for key in REQUIRED_KEYS:  # an optional section (real_measurement) may be left out
     config_case(f"without-{key}", config_yaml(removing([key])), "c.yaml:1: (top level):")
-config_case("unknown-top-key", CONFIG_TEXT + "\nextra: 1\n", "~extra: unknown key")
-_text = CONFIG_TEXT.replace("  docs: 10\n  tokens: 5011\n", "  docs: 10\n  tokens: 5011\n  doc: 3\n", 1)
-config_case("unknown-nested-key", _text, f"c.yaml:{line_with(_text, '  doc: 3')}: scenario.doc: unknown key")
-_text = CONFIG_TEXT.replace(
-    "    gpu: 21520\n    cpu: 0\n    passes: [fwd, fwd]\n", "    gpu: -1\n    cpu: 0\n    passes: [fwd, fwd]\n", 1
-)
-config_case("negative-room", _text, f"c.yaml:{line_with(_text, 'gpu: -1')}: runs.cyclic.gpu:")
+config_case("unknown-top-key", config_yaml(lambda c: c.update(extra=1)), "~extra: unknown key")
+_text = config_yaml(lambda c: c["scenario"].update(doc=3))
+config_case("unknown-nested-key", _text, f"c.yaml:{key_line(_text, 'scenario', 'doc')}: scenario.doc: unknown key")
+# The committed file (comments above the key shift its line) and the file as a YAML tool writes it.
+_text = spliced(CONFIG_TEXT, ("runs", "cyclic", "gpu"), "-1")
+config_case("negative-room", _text, f"c.yaml:{key_line(_text, 'runs', 'cyclic', 'gpu')}: runs.cyclic.gpu:")
+_text = config_yaml(setting(["runs", "cyclic", "gpu"], -1))
+config_case("negative-room-tool-written", _text, f"c.yaml:{key_line(_text, 'runs', 'cyclic', 'gpu')}: runs.cyclic.gpu:")
+# YAML's own spellings of numbers no JSON value has, written where the value stands.
 config_case(
-    "nan", CONFIG_TEXT.replace("jitter: 0.03", "jitter: .nan"), "~example_measurement.jitter: not a finite number"
+    "nan",
+    spliced(CONFIG_TEXT, ("example_measurement", "jitter"), ".nan"),
+    "~example_measurement.jitter: not a finite number",
 )
 config_case(
     "inf",
-    CONFIG_TEXT.replace("gpu_hit: 30.0", "gpu_hit: .inf"),
+    spliced(CONFIG_TEXT, ("example_measurement", "latency_ms", "gpu_hit"), ".inf"),
     "~example_measurement.latency_ms.gpu_hit: not a finite number",
 )
 config_case(
     "minus-inf",
-    CONFIG_TEXT.replace("target_hit_ratio: 0.5\n\n# CPU", "target_hit_ratio: -.inf\n\n# CPU"),
+    spliced(CONFIG_TEXT, ("mrc", "target_hit_ratio"), "-.inf"),
     "~mrc.target_hit_ratio: not a finite number",
 )
 config_case(
-    "1e999", CONFIG_TEXT.replace("cpu_gb: 1.5", "cpu_gb: 1.0e+999", 1), "~plans.lab.cpu_gb: not a finite number"
+    "1e999",
+    spliced(CONFIG_TEXT, ("plans", "lab", "cpu_gb"), "1.0e+999"),
+    "~plans.lab.cpu_gb: not a finite number",
 )
 config_case("docs-string", config_yaml(setting(["scenario", "docs"], "ten")), "~scenario.docs:")
 config_case("docs-float", config_yaml(setting(["scenario", "docs"], 10.5)), "~scenario.docs:")
@@ -1292,7 +1329,7 @@ config_case("document-scalar", "42\n", "~(top level)")
 config_case("document-string", "hello\n", "~(top level)")
 config_case("two-documents", CONFIG_TEXT + "\n---\nscenario: {}\n", "~c.yaml")
 config_case("invalid-yaml", "scenario: [docs: 10\n", "~c.yaml:")
-config_case("invalid-yaml-tab", CONFIG_TEXT.replace("  docs: 10", "\tdocs: 10", 1), "~c.yaml:")
+config_case("invalid-yaml-tab", tab_indented(CONFIG_TEXT, ("scenario", "docs")), "~c.yaml:")
 config_case("python-tag", CONFIG_TEXT + "\nextra: !!python/object/apply:os.system [true]\n", "~c.yaml")
 config_case("empty", "", "c.yaml: empty")
 config_case("comments-only", "# nothing\n", "c.yaml: empty")

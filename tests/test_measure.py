@@ -1,16 +1,20 @@
 """`kvlab measure` against a fake OpenAI-compatible server on 127.0.0.1 (a thread of this process, speaking HTTP and
 server-sent events like vLLM, llama.cpp and llama-cpp-python): the records, their order and schema, exact document
 lengths by the server's own count under each tokenize endpoint, other configs kept, one line and no file for every
-failure, and an API key taken from the environment that never shows. The real server: `make test-server`."""
+failure, every request bounded in total by --timeout however the server trickles, bad base URLs refused as usage
+errors, and credentials (an API key taken from the environment, a password in the URL) that never show, even when
+the server echoes them back. The real server: `make test-server`."""
 
+import base64
 import json
+import subprocess
 import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import kvlab
+from conftest import kvlab, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,13 +37,14 @@ def pieces(text):
 
 
 class Fake(ThreadingHTTPServer):
-    """The server: ``style`` of tokenize endpoint (None: none), ``failure`` of completions, ``key`` it requires."""
+    """The server: ``style`` of tokenize endpoint (None: none), ``failure`` of completions (or of tokenize), ``key``
+    it requires, ``echo``: where it sends the request's Authorization header back (as a server might)."""
 
     daemon_threads = True
 
-    def __init__(self, style="vllm", failure=None, key=None):
+    def __init__(self, style="vllm", failure=None, key=None, echo=None):
         super().__init__(("127.0.0.1", 0), Handler)
-        self.style, self.failure, self.key = style, failure, key
+        self.style, self.failure, self.key, self.echo = style, failure, key, echo
         self.prompts = []
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -63,15 +68,37 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def trickle(self, piece, headers):
+        """An answer that never ends: ``piece`` every 0.05 s, until the client hangs up (the write fails)."""
+        self.send_response(200)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        while True:
+            self.wfile.write(piece)
+            self.wfile.flush()
+            time.sleep(0.05)
+
     def do_POST(self):
         fake = self.server
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if fake.key and self.headers.get("Authorization") != f"Bearer {fake.key}":
+        echoed = self.headers.get("Authorization", "")
+        if fake.key and echoed != f"Bearer {fake.key}":
             return self.reply(401, {"error": "bad key"})
+        if fake.echo == "status":
+            self.send_response(500, echoed)  # in the reason phrase and the body
+            self.send_header("Content-Length", str(len(echoed)))
+            self.end_headers()
+            return self.wfile.write(echoed.encode())
         if self.path == "/v1/completions":
             return self.complete(fake, body)
+        if fake.failure == "long answer":
+            return self.reply(200, {"tokens": list(range(5000))})
+        if fake.failure == "tokenize trickle":
+            return self.trickle(b" ", {"Content-Type": "application/json", "Content-Length": "1000000"})
         if fake.style and (self.path, STYLES[fake.style][1]) == STYLES[fake.style] and STYLES[fake.style][1] in body:
-            return self.reply(200, {"tokens": pieces(body[STYLES[fake.style][1]])})
+            tokens = pieces(body[STYLES[fake.style][1]])
+            return self.reply(200, {"tokens": [echoed, *tokens[1:]] if fake.echo == "token" else tokens})
         if fake.style == "llama.cpp" and self.path == "/tokenize":
             return self.reply(200, {"tokens": []})  # llama.cpp's answer to a body without "content"
         return self.reply(404, {"error": "not found"})
@@ -83,6 +110,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(500, {"error": "boom"})
         if fake.failure == "slow":
             time.sleep(1.0)
+        if fake.failure in ("comments", "bytes"):  # an SSE comment line, or one byte without a line end
+            return self.trickle(
+                b": ping\n\n" if fake.failure == "comments" else b"d", {"Content-Type": "text/event-stream"}
+            )
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -90,6 +121,10 @@ class Handler(BaseHTTPRequestHandler):
         lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks]
         if fake.failure == "chunk":
             lines[0] = "data: {not json\n\n"
+        if fake.failure == "long line":
+            lines[0] = "data: " + " " * 5000 + "\n\n"
+        if fake.echo == "stream":
+            lines[0] = f"data: {self.headers.get('Authorization', '')}\n\n"
         if fake.failure != "unfinished":
             lines.append("data: [DONE]\n\n")
         for line in lines:
@@ -97,9 +132,9 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
 
-def measure(fake, out, *extra, docs=3, tokens=40):
+def measure(fake, out, *extra, docs=3, tokens=40, url=None):
     return kvlab(
-        "measure", "--base-url", fake.url, "--model", "m", "--docs", docs, "--tokens", tokens,
+        "measure", "--base-url", url or fake.url, "--model", "m", "--docs", docs, "--tokens", tokens,
         "--config-name", "lmcache", "--out", out, *extra,
     )  # fmt: skip
 
@@ -151,7 +186,7 @@ FAILURES = {
     "status": "HTTP 500",
     "chunk": "malformed stream",
     "unfinished": "malformed stream",
-    "slow": "no answer within 0.2 s",
+    "slow": "took longer than 0.2 s (--timeout)",
 }
 
 
@@ -189,19 +224,138 @@ def test_the_api_key_comes_from_the_environment_and_never_shows(tmp_path, monkey
     assert secret not in out.read_text()
 
 
+SECRET = "s3cret-Key-0042"
+
+
+@pytest.mark.parametrize("echo", [None, "token", "stream", "status"])
+@pytest.mark.parametrize("credential", ["key", "password"])
+def test_credentials_never_show_even_when_the_server_echoes_them(tmp_path, monkeypatch, credential, echo):
+    """The key (from --api-key-env) or the password of --base-url, sent by kvlab, echoed back by the server as a
+    token, a stream's chunk or an HTTP error's reason and body: nowhere in stdout, stderr or the file."""
+    out = tmp_path / "m.jsonl"
+    if credential == "key":
+        fake = Fake(key=SECRET, echo=echo)
+        monkeypatch.setenv("MY_KEY", SECRET)
+        done = measure(fake, out, "--api-key-env", "MY_KEY")
+    else:
+        fake = Fake(echo=echo)
+        done = measure(fake, out, url=fake.url.replace("http://", f"http://user:{SECRET}@"))
+    basic = base64.b64encode(f"user:{SECRET}".encode()).decode()  # the password as the Basic header carries it
+    shown = done.stdout + done.stderr + (out.read_text() if out.exists() else "")
+    assert SECRET not in shown and basic not in shown, shown
+    if echo is None:
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+    else:
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and not out.exists(), done.stderr
+        if credential == "password":
+            assert "//user:***@127.0.0.1:" in done.stderr  # the URL is named, its password masked
+
+
+def test_a_repeated_first_token_is_named_by_position_never_by_value():
+    """The first tokens are the server's: the message names the documents that share one, not the token."""
+
+    class Echo:
+        def count(self, text):
+            return len(text.split())
+
+        def first(self, text):
+            return f"Bearer {SECRET}"
+
+    with pytest.raises(ValueError, match="^document 1 starts with the same token as document 0$") as raised:
+        documents(2, 5, Echo())
+    assert SECRET not in str(raised.value)
+
+
+@pytest.mark.parametrize("failure", ["comments", "bytes", "tokenize trickle"])
+def test_the_timeout_bounds_each_requests_total_time_however_the_server_trickles(tmp_path, failure):
+    """A server that never ends its answer but keeps sending (an SSE comment, a byte without a line end, a tokenize
+    body byte by byte) every 0.05 s: the run fails, one line naming the URL and --timeout, no file. In a
+    subprocess, whose deadline is a guard against a hang (without the bound the run would go on forever)."""
+    fake = Fake(failure=failure)
+    out = tmp_path / "m.jsonl"
+    arguments = ["measure", "--base-url", fake.url, "--model", "m", "--docs", "2", "--tokens", "5"]
+    arguments += ["--config-name", "c", "--out", out, "--timeout", "0.3"]
+    try:
+        done = run_python("-m", "kvlab", *arguments, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("kvlab measure --timeout 0.3 still running after 60 s")
+    path = "/tokenize" if failure == "tokenize trickle" else "/v1/completions"
+    assert done.returncode == 1 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"kvlab measure: error: {fake.url}{path}: ")
+    assert "took longer than 0.3 s (--timeout)" in done.stderr
+    assert not out.exists() and not list(tmp_path.glob("*.tmp*"))
+
+
+@pytest.mark.parametrize("failure", ["long line", "long answer"])
+def test_an_answer_too_large_is_refused_before_it_fills_the_memory(tmp_path, monkeypatch, failure):
+    """A stream's line, or a tokenize answer, over the client's limit (made small here): one line, no file."""
+    from kvlab.measure import client
+
+    monkeypatch.setattr(client, "LARGEST", 4096)
+    out = tmp_path / "m.jsonl"
+    done = measure(Fake(failure=failure), out)
+    expected = "a line over 4,096 bytes" if failure == "long line" else "the answer is over 4,096 bytes"
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+    assert not out.exists()
+
+
+BAD_URLS = [
+    "http://[::1",  # an unbalanced IPv6 bracket
+    "http://::1]",
+    "http://[::1]x",
+    "http://[zz]:80",  # a bracket holding no IPv6 address
+    "ftp://127.0.0.1:9",  # a bad scheme
+    "127.0.0.1:8000",  # no scheme
+    "http://",  # no host
+    "http://:80",
+    "http:///v1",
+    "http://127.0.0.1:99999",  # bad ports
+    "http://127.0.0.1:abc",
+    "http://127.0.0.1:0",
+    "http://127.0.0.1:-1",
+    "http://local host:9",  # spaces and control characters
+    " http://127.0.0.1:9",
+    "http://127.0.0.1:9\n",
+    "http://127.0.0.1:9/?x=1",  # a query or a fragment
+    "http://127.0.0.1:9/#top",
+]
+
+
 @pytest.mark.parametrize(
     "args",
-    [["--docs", "0"], ["--tokens", "0"], ["--pass", "x:sideways"], ["--pass", "a:fwd", "--pass", "a:rev"]],
+    [["--docs", "0"], ["--tokens", "0"], ["--pass", "x:sideways"], ["--pass", "a:fwd", "--pass", "a:rev"]]
+    + [pytest.param(["--base-url", url], id=f"base-url={url!r}") for url in BAD_URLS],
 )
 def test_bad_arguments_are_one_line(tmp_path, args):
     out = tmp_path / "m.jsonl"
-    base = ["measure", "--base-url", "http://127.0.0.1:9", "--model", "m", "--config-name", "c", "--out", out]
-    defaults = {"--docs": "2", "--tokens": "5"}
+    base = ["measure", "--model", "m", "--config-name", "c", "--out", out]
+    defaults = {"--docs": "2", "--tokens": "5", "--base-url": "http://127.0.0.1:9"}
     for flag, value in defaults.items():
         if flag not in args:
             base += [flag, value]
     done = kvlab(*base, *args)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and not out.exists()
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and not out.exists(), done.stderr
+    assert done.stderr.startswith("kvlab measure: error: ")
+    if "--base-url" in args:
+        assert "argument --base-url: expected http://HOST[:PORT][/PATH]" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("url", ["http://user:pw-0042@[::1", "http://user:pw-0042@h:abc", "http://user:pw/0042@h"])
+def test_a_bad_base_url_is_shown_without_its_password(tmp_path, url):
+    out = tmp_path / "m.jsonl"
+    done = kvlab(
+        "measure", "--base-url", url, "--model", "m", "--docs", 1, "--tokens", 5, "--config-name", "c", "--out", out
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "user:***@" in done.stderr, done.stderr
+    assert "0042" not in done.stderr
+
+
+def test_an_api_key_a_header_cannot_carry_is_a_usage_error(tmp_path, monkeypatch):
+    out = tmp_path / "m.jsonl"
+    monkeypatch.setenv("MY_KEY", SECRET + "\n")
+    done = measure(Fake(key=SECRET), out, "--api-key-env", "MY_KEY")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "an HTTP header cannot carry" in done.stderr
+    assert SECRET not in done.stderr and not out.exists()
 
 
 class Counter:

@@ -12,7 +12,16 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.sizing.model_size import GIB, KVShape, ModelConfigError, gib, read_model_config, tokens_in
+from kvlab.sizing.model_size import (
+    GIB,
+    MAX_LAYERS,
+    KVShape,
+    ModelConfigError,
+    gib,
+    layer_counts,
+    read_model_config,
+    tokens_in,
+)
 
 MODELS = ROOT / "models"
 SOME = settings(max_examples=300, deadline=None, database=None)
@@ -486,3 +495,234 @@ def test_unreadable_config_names_the_file(tmp_path, where):
     with pytest.raises(ModelConfigError) as caught:
         read_model_config(path)
     assert str(caught.value).startswith(f"{path}: cannot read")
+
+
+# --------------------------------------------------------------------------------------------
+# The layer count: bounded, and sized per kind of layer (issue 22, item 9)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layers", [MAX_LAYERS + 1, 2**31, 2**31 + 1, 10**18])
+def test_layers_above_the_bound_are_refused_in_one_line(tmp_path, layers):
+    """A 200-byte config.json may not ask for a list per layer of 2**31 layers: refused naming file and key."""
+    path = write_config(tmp_path, {**QWEN_1_5B, "num_hidden_layers": layers})
+    assert path.stat().st_size < 300
+    with pytest.raises(ModelConfigError) as caught:
+        read_model_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: num_hidden_layers must be a whole number from 1 to {MAX_LAYERS}")
+    assert str(layers) in message and "\n" not in message
+
+
+def test_the_bound_itself_is_read(tmp_path):
+    shape = read_model_config(write_config(tmp_path, {**QWEN_1_5B, "num_hidden_layers": MAX_LAYERS}))
+    assert shape.layers == MAX_LAYERS and shape.bytes_per_token() == 2 * MAX_LAYERS * 2 * 128 * 2
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"sliding_window": 4096, "sliding_window_pattern": 6},
+        {"sliding_window": 4096, "model_type": "gemma2"},
+        {"sliding_window": 4096},
+        {"full_attention_interval": 4},
+        {},
+    ],
+    ids=["pattern", "gemma2", "all-window", "interval", "plain"],
+)
+def test_counting_by_kind_does_not_grow_with_the_layers(config):
+    """The rules' kinds are counted by arithmetic: 10**18 layers are counted at once (a list per layer of them
+    would take 8 EB), and each kind's count is the one the rule gives."""
+    layers = 10**18
+    counts = layer_counts(config, layers)
+    assert sum(counts.values()) == layers
+    every = config.get("sliding_window_pattern") or config.get("full_attention_interval")
+    if every:
+        assert counts["full"] == layers // every
+    elif config.get("model_type") == "gemma2":
+        assert counts == {"full": layers // 2, "window": layers // 2, "state": 0}
+
+
+DTYPES = st.sampled_from(["bfloat16", "float16", "float32"])
+MAMBA = {"mamba_num_heads": 8, "mamba_head_dim": 64, "n_groups": 2, "ssm_state_size": 16, "conv_kernel": 4}
+DELTA = {
+    "linear_num_key_heads": 4,
+    "linear_key_head_dim": 32,
+    "linear_num_value_heads": 8,
+    "linear_value_head_dim": 32,
+    "linear_conv_kernel_dim": 4,
+}
+
+
+def per_layer_kinds(config, layers):
+    """Brute force, layer by layer, as transformers and vLLM name each layer: full, window, state or none."""
+    if "layer_types" in config:
+        names = {"full_attention": "full", "sliding_attention": "window", "linear_attention": "state", "mamba": "state"}
+        return [names[kind] for kind in config["layer_types"]]
+    if "hybrid_override_pattern" in config:
+        return [{"*": "full", "M": "state"}.get(mark, "none") for mark in config["hybrid_override_pattern"]]
+    kinds = []
+    for layer in range(layers):
+        if config.get("full_attention_interval"):
+            kinds.append("full" if (layer + 1) % config["full_attention_interval"] == 0 else "state")
+        elif not config.get("sliding_window") or config.get("use_sliding_window") is False:
+            kinds.append("full")
+        elif config.get("sliding_window_pattern"):
+            kinds.append("full" if (layer + 1) % config["sliding_window_pattern"] == 0 else "window")
+        elif config.get("model_type") == "gemma2":
+            kinds.append("window" if layer % 2 == 0 else "full")
+        else:
+            kinds.append("window")
+    return kinds
+
+
+def brute_force_bytes(config, tokens, grown=True):
+    """KV bytes of a request of ``tokens`` tokens (TP 1, 16-bit service), summed layer by layer (without
+    ``grown``: only the recurrent states)."""
+    element = 2  # auto: the checkpoint's in 16 bits
+    attention = 2 * config["num_key_value_heads"] * config["head_dim"] * element
+    if "mamba_num_heads" in config:  # Mamba2 (vLLM mamba2_state_shape)
+        inner = config["mamba_num_heads"] * config["mamba_head_dim"]
+        conv = (inner + 2 * config["n_groups"] * config["ssm_state_size"]) * (config["conv_kernel"] - 1)
+        state = (conv + inner * config["ssm_state_size"]) * element
+    elif "linear_num_key_heads" in config:  # Gated DeltaNet (vLLM gated_delta_net_state_shape)
+        keys = config["linear_num_key_heads"] * config["linear_key_head_dim"]
+        values = config["linear_num_value_heads"] * config["linear_value_head_dim"]
+        conv = (2 * keys + values) * (config["linear_conv_kernel_dim"] - 1)
+        ssm = config["linear_num_value_heads"] * config["linear_key_head_dim"] * config["linear_value_head_dim"]
+        state = (conv + ssm) * element
+    else:
+        state = 0
+    total = 0
+    for kind in per_layer_kinds(config, config["num_hidden_layers"]):
+        if kind == "full" and grown:
+            total += tokens * attention
+        elif kind == "window" and grown:
+            total += min(tokens, config["sliding_window"]) * attention
+        elif kind == "state" and tokens:
+            total += state
+    return total
+
+
+@st.composite
+def layered_configs(draw):
+    """A config.json with N layers described by one of the rules kvlab reads."""
+    layers = draw(st.integers(1, MAX_LAYERS))
+    kv_heads = draw(st.sampled_from([1, 2, 4, 8]))
+    config = {
+        "num_hidden_layers": layers,
+        "num_attention_heads": kv_heads * draw(st.sampled_from([1, 2, 4])),
+        "num_key_value_heads": kv_heads,
+        "head_dim": draw(st.sampled_from([64, 128, 256])),
+        "torch_dtype": draw(DTYPES),
+    }
+    rule = draw(st.sampled_from(["plain", "window", "off", "pattern", "gemma2", "interval", "types", "hybrid"]))
+    window = draw(st.integers(1, 10_000))
+    if rule == "window":
+        config["sliding_window"] = window
+    elif rule == "off":
+        config |= {"sliding_window": window, "use_sliding_window": False}
+    elif rule == "pattern":
+        config |= {"sliding_window": window, "sliding_window_pattern": draw(st.integers(1, 12))}
+    elif rule == "gemma2":
+        config |= {"sliding_window": window, "model_type": "gemma2"}
+    elif rule == "interval":
+        config |= {"full_attention_interval": draw(st.integers(1, 8)), **DELTA}
+    elif rule == "types":
+        kinds = st.sampled_from(["full_attention", "sliding_attention", "linear_attention", "mamba"])
+        config |= {"layer_types": draw(st.lists(kinds, min_size=layers, max_size=layers)), "sliding_window": window}
+        config |= MAMBA
+    else:
+        marks = draw(st.lists(st.sampled_from("*M-E"), min_size=layers, max_size=layers))
+        config |= {"hybrid_override_pattern": "".join(marks), **MAMBA}
+    return config
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(config=layered_configs(), tokens=st.integers(0, 100_000))
+def test_sizing_by_kind_equals_a_layer_by_layer_model(tmp_path_factory, config, tokens):
+    """For any rule and any N up to the bound, the shape counted per kind sizes a request as the sum over its
+    layers does, layer by layer: a prompt's bytes, the growth per token past the windows and within them."""
+    path = write_config(tmp_path_factory.mktemp("model"), config)
+    shape = read_model_config(path)
+    kinds = per_layer_kinds(config, config["num_hidden_layers"])
+    assert (shape.layers, shape.window_layers, shape.state_layers) == tuple(
+        map(kinds.count, ("full", "window", "state"))
+    )
+    assert shape.bytes_for(tokens) == brute_force_bytes(config, tokens)
+    past = config.get("sliding_window", 0) + 1  # every window full: only the full layers grow
+    assert shape.bytes_per_token() == brute_force_bytes(config, past + 1) - brute_force_bytes(config, past)
+    first = brute_force_bytes(config, 1) - brute_force_bytes(config, 1, grown=False)  # one token in every layer
+    assert shape.bytes_per_token(windows=True) == first
+    assert [group["layers"] for group in shape.groups()] == [
+        count for count in map(kinds.count, ("full", "window", "state")) if count
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Layer lists and KV heads checked against the config (issue 22, item 14)
+# --------------------------------------------------------------------------------------------
+
+
+def refused(tmp_path, config):
+    """The one-line message of a refused config (which must name its file)."""
+    path = write_config(tmp_path, config)
+    with pytest.raises(ModelConfigError) as caught:
+        read_model_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+    return message
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(layers=st.integers(1, 200), listed=st.integers(0, 200), key=st.sampled_from(["layer_types", "pattern"]))
+def test_a_layer_list_must_name_every_layer(tmp_path_factory, layers, listed, key):
+    """A list (or pattern) naming another number of layers than num_hidden_layers is refused, naming both keys;
+    one naming as many is read, with that many layers."""
+    if key == "layer_types":
+        config = {**QWEN_1_5B, "num_hidden_layers": layers, "layer_types": ["full_attention"] * listed}
+    else:
+        config = {**QWEN_1_5B, "num_hidden_layers": layers, "hybrid_override_pattern": "*" * listed}
+    name = "layer_types" if key == "layer_types" else "hybrid_override_pattern"
+    if listed != layers:
+        message = refused(tmp_path_factory.mktemp("model"), config)
+        assert f"{name} names {listed} layers" in message and f"num_hidden_layers is {layers}" in message
+    else:
+        shape = read_model_config(write_config(tmp_path_factory.mktemp("model"), config))
+        assert shape.layers == layers and shape.bytes_per_token() == 2 * layers * 2 * 128 * 2
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"layer_types": ["full_attention"] * 27 + ["full_atention"]}, "layer_types[27] is 'full_atention'"),
+        ({"layer_types": ["full_attention"] * 27 + [1]}, "layer_types[27] is 1"),
+        ({"layer_types": "full_attention"}, "layer_types must be a list"),
+        ({"hybrid_override_pattern": "*" * 27 + "m"}, "hybrid_override_pattern[27] is 'm'"),
+        ({"hybrid_override_pattern": ["*"] * 28}, "hybrid_override_pattern must be a string"),
+    ],
+    ids=["typo", "number", "not-a-list", "lower-case-mark", "pattern-list"],
+)
+def test_an_unknown_layer_kind_is_refused(tmp_path, change, fragment):
+    """A typo used to be a layer that caches nothing (0 layers, 0 bytes per token): now one line naming it."""
+    assert fragment in refused(tmp_path, {**QWEN_1_5B, **change})
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(heads=st.integers(1, 128), kv_heads=st.integers(1, 256))
+def test_kv_heads_must_divide_the_attention_heads(tmp_path_factory, heads, kv_heads):
+    """Each KV head serves a whole group of query heads (transformers' repeat_kv, vLLM's num_heads % num_kv_heads
+    assert): more KV heads than heads, or a number that does not divide them, is refused in one line."""
+    config = {**QWEN_1_5B, "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": 64}
+    if heads % kv_heads:
+        message = refused(tmp_path_factory.mktemp("model"), config)
+        assert f"num_key_value_heads {kv_heads}" in message and f"num_attention_heads {heads}" in message
+        assert ("is more than" in message) == (kv_heads > heads)
+    else:
+        assert read_model_config(write_config(tmp_path_factory.mktemp("model"), config)).kv_heads == kv_heads
+
+
+@pytest.mark.parametrize("per_token", [0, -1])
+def test_tokens_in_a_token_of_no_bytes_is_an_error_in_words(per_token):
+    with pytest.raises(ValueError, match="at least one byte"):
+        tokens_in("1", per_token)

@@ -196,10 +196,12 @@ def test_sweep_points_follow_grid_order(config):
 
 def test_point_args_do_not_depend_on_the_rest_of_the_grid(config):
     """Appending to a grid must not change (and so rerun) the existing points."""
-    before = pipeline.sweep_point_args(config, "cliff", "30000")
+    grid = config["sweeps"]["cliff"]["grid"]
+    before = {value: pipeline.sweep_point_args(config, "cliff", str(value)) for value in grid}
     extended = copy.deepcopy(config)
-    extended["sweeps"]["cliff"]["grid"].append(12345)
-    assert pipeline.sweep_point_args(extended, "cliff", "30000") == before
+    extended["sweeps"]["cliff"]["grid"].append(max(grid) + 1)  # a value the grid does not hold
+    validate(extended, str(SCHEMA))
+    assert {value: pipeline.sweep_point_args(extended, "cliff", str(value)) for value in grid} == before
 
 
 def test_all_targets_name_every_artifact(config):

@@ -9,10 +9,13 @@ from fractions import Fraction
 
 import pytest
 from conftest import ROOT, kvlab, run_python
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvlab.cache.write_policies import make_cache
 from kvlab.replay import replay
-from kvlab.sizing.plan import Planner
+from kvlab.sizing.model_size import KVShape
+from kvlab.sizing.plan import Planner, plan
 from kvlab.workloads import WORKLOADS
 
 MODELS = ROOT / "models"
@@ -85,7 +88,8 @@ def plan_json(*args):
     text = run_main(*args)
     assert text.endswith("}\n") and not text.endswith("\n\n")
     result = json.loads(text)
-    assert list(result) in (TOP_KEYS, TOP_KEYS + TARGET_KEYS)
+    notes = ["notes"] if "notes" in result else []  # only where there is something to say
+    assert list(result) in (TOP_KEYS + notes, TOP_KEYS + TARGET_KEYS + notes)
     check_figures(result)
     for one in result["rounds"]:
         assert list(one) == ["round", *FIGURES]
@@ -584,3 +588,152 @@ def test_bad_trace_is_one_error_line(tmp_path, args, fragment):
     assert proc.stderr.startswith("kvlab plan: error: ")
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert fragment.format(tmp=tmp_path) in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# A model with no KV per token (issue 22, item 14)
+# --------------------------------------------------------------------------------------------
+
+NEMOTRON = {  # a Nemotron-H-shaped config.json, its pattern drawn below
+    "model_type": "nemotron_h",
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "hidden_size": 1024,
+    "torch_dtype": "bfloat16",
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 64,
+    "n_groups": 2,
+    "ssm_state_size": 16,
+    "conv_kernel": 4,
+}
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(pattern=st.text(alphabet="*M-E", min_size=1, max_size=40), gpu=st.sampled_from(["--gpu-tokens", "--gpu-gb"]))
+def test_no_kv_per_token_is_refused_in_words(tmp_path_factory, pattern, gpu):
+    """Without an attention layer (only Mamba, MLP, MoE) a token holds no bytes: the plan is refused in one line
+    of words, never a Python repr such as Fraction(1, 0); with one, it is planned."""
+    path = tmp_path_factory.mktemp("model") / "config.json"
+    path.write_text(json.dumps({**NEMOTRON, "num_hidden_layers": len(pattern), "hybrid_override_pattern": pattern}))
+    proc = run_cli(*LAB, "--model-config", path, gpu, "1000", "--cpu-gb", "1", "--engine", "sglang")
+    if "*" in pattern:
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["model"]["bytes_per_token"] == 2 * pattern.count("*") * 2 * 128 * 2
+        return
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.startswith(f"kvlab plan: error: {path}: the model caches no KV per token")
+    assert proc.stderr.count("\n") == 1 and "Fraction" not in proc.stderr
+    assert ("recurrent layers" in proc.stderr) == ("M" in pattern)
+
+
+def test_plan_refuses_no_kv_per_token_as_a_library_too():
+    shape = KVShape(0, 1, 64, "bfloat16", state_layers=4, state_conv=8, state_ssm=8)
+    with pytest.raises(ValueError, match="caches no KV per token"):
+        plan(WORKLOADS["lab"](256), "m", shape, 1, 1000, "1", "write-through", "drop", "tail-first")
+
+
+# --------------------------------------------------------------------------------------------
+# A trace's granularity and the chunk asked for (issue 22, item 20)
+# --------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=20, deadline=None, database=None)
+@given(chunk=st.integers(1, 4096))
+def test_chunk_tokens_on_a_trace_name_this_commands_flag(trace, chunk):
+    """``--chunk-tokens`` on a trace hashed in 512-token blocks: a multiple is the replay's unit, anything else a
+    usage error naming --chunk-tokens (kvlab plan has no --block-tokens)."""
+    args = ["--workload", "mooncake", "--trace", trace, "--model-config", QWEN_7B, "--gpu-tokens", "100000"]
+    proc = run_cli(*args, "--chunk-tokens", chunk)
+    if chunk % 512:
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert proc.stderr.startswith("kvlab plan: error: --chunk-tokens must be a multiple of the trace's 512")
+        assert "--block-tokens" not in proc.stderr and proc.stderr.count("\\n") == 0
+        assert proc.stderr.count("\n") == 1 and f"got {chunk}" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    cache = json.loads(proc.stdout)["cache"]
+    assert (cache["chunk_tokens"], cache["trace_block_tokens"]) == (chunk, 512)
+
+
+def test_the_table_says_which_unit_is_the_traces(trace):
+    args = ["--workload", "mooncake", "--trace", trace, "--model-config", QWEN_7B, "--gpu-tokens", "100000"]
+    text = run_main(*args, "--format", "table")
+    assert "a chunk of 512 tokens" in text and "the trace is hashed in 512-token blocks" in text
+    assert (
+        "trace_block_tokens" not in json.loads(run_main(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 1))["cache"]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Write-through with a CPU no larger than the GPU (issue 22, item 21)
+# --------------------------------------------------------------------------------------------
+
+QWEN_SHAPE = KVShape(28, 2, 128, "bfloat16")  # 28,672 bytes per token
+
+
+@st.composite
+def small_workloads(draw):
+    if draw(st.booleans()):
+        docs, tokens = draw(st.integers(1, 8)), draw(st.integers(1, 3000))
+        passes = ",".join(draw(st.lists(st.sampled_from(["fwd", "rev"]), min_size=1, max_size=4)))
+        return WORKLOADS["lab"](draw(st.sampled_from([64, 256])), docs=docs, tokens=tokens, passes=passes)
+    return WORKLOADS["long_doc_qa"](
+        draw(st.sampled_from([64, 256])),
+        num_documents=draw(st.integers(1, 6)),
+        document_length=draw(st.integers(1, 3000)),
+        repeat_count=draw(st.integers(1, 3)),
+        repeat_mode=draw(st.sampled_from(["interleave", "tile"])),
+    )
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    workload=small_workloads(), gpu=st.integers(0, 20_000), share=st.fractions(0, 2), policy=st.sampled_from(POLICIES)
+)
+def test_an_inclusive_cpu_no_larger_than_the_gpu_is_said(workload, gpu, share, policy):
+    """Write-through (and selective) with 0 < CPU <= GPU: a note says the CPU mostly duplicates the GPU, with
+    what the simulator has it serve (nothing, most often: then the hit ratio is the GPU's alone). No note when
+    the CPU is larger, or none, or the CPU is a victim tier (write-back)."""
+    cpu = math.floor(gpu * share)
+    result = plan(workload, "m", QWEN_SHAPE, 1, gpu, exact_gb(cpu, 28_672), policy, "drop", "tail-first")
+    assert result["cache"]["cpu_tokens"] == cpu
+    rows = replay(
+        workload,
+        make_cache(policy, gpu, cpu, workload.block_tokens, partial_blocks="drop", eviction_order="tail-first"),
+    )
+    served = sum(row[6] for row in rows)
+    assert result["cpu_hit_tokens"] == served  # the plan's figure is the simulator's
+    if policy == "write-back" or not 0 < cpu <= gpu:
+        assert "notes" not in result
+        return
+    (note,) = result["notes"]
+    assert note.startswith(f"{policy}: the CPU room ({cpu:,} tokens) is no larger than the GPU's ({gpu:,})")
+    if served:
+        assert f"it serves {served:,} tokens" in note
+    else:
+        assert note.endswith("it serves nothing here, the hit ratio is the GPU's alone")
+        assert result["token_hit_ratio"] == (round(result["gpu_hit_tokens"] / result["input_tokens"], 6))
+
+
+def test_a_cpu_no_larger_than_the_gpu_can_still_serve(tmp_path):
+    """Not nothing, always: A, B, A (a GPU hit: the CPU copy of A is not refreshed), C (the GPU evicts B, the
+    CPU A), B: a CPU hit, with CPU = GPU = 2 blocks. The note gives the simulator's figure, not a rule."""
+    path = tmp_path / "trace.jsonl"
+    lines = [
+        {"timestamp": at, "input_length": 512, "output_length": 1, "hash_ids": [key]}
+        for at, key in enumerate([1, 2, 1, 3, 2])
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    args = ["--workload", "mooncake", "--trace", path, "--model-config", QWEN_1_5B, "--gpu-tokens", 1024]
+    result = plan_json(*args, "--cpu-gb", exact_gb(1024, 28_672))
+    assert result["cpu_hit_tokens"] == 512
+    assert "here it serves 512 tokens" in result["notes"][0]
+    table = run_main(*args, "--cpu-gb", exact_gb(1024, 28_672), "--format", "table")
+    assert f"note: {result['notes'][0]}" in table.splitlines()
+
+
+def test_the_lab_plan_has_no_note():
+    """The committed plans (CPU room larger than the GPU's) say nothing more."""
+    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--cpu-gb", "1.5")
+    assert "notes" not in result
+    assert "note:" not in run_main(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--format", "table")

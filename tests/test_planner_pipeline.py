@@ -3,6 +3,7 @@ targets and command lines kvlab/pipeline.py makes of them, the committed curves 
 Snakemake rules (rules/planner.smk) on a copy of the project."""
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -60,6 +61,49 @@ def read_curve(path):
         header, *rows = list(csv.reader(handle))
     assert header[-1] == "token_hit_ratio"
     return header, [[int(value) for value in row[:-1]] for row in rows], [float(row[-1]) for row in rows]
+
+
+def absent(taken, start, step=1):
+    """The first of ``start``, ``start + step``, ... that ``taken`` does not hold: a value a test adds to a grid
+    (config.yaml may hold any value already)."""
+    return next(value for value in itertools.count(start, step) if value not in taken)
+
+
+def every_grid(config, key):
+    """Every value of the curves' grid ``key`` (block_tokens or gpu_tokens): the mrc section's, and those of the
+    mrc workloads with rooms of their own."""
+    values = set(config["mrc"][key])
+    for workload in config["mrc"]["workloads"]:
+        values |= set(config["replay"]["workloads"][workload].get("rooms", {}).get(key, []))
+    return values
+
+
+def new_block(config):
+    """A block size no curve has yet: a multiple of 512, so that a Mooncake trace (512-token hash blocks) that
+    takes the mrc section's block sizes can be cut into it too."""
+    return absent(every_grid(config, "block_tokens"), 512, 512)
+
+
+def new_gpu_room(config):
+    """A GPU room no curve has yet, past the mrc section's largest."""
+    return absent(every_grid(config, "gpu_tokens"), max(config["mrc"]["gpu_tokens"], default=0) + 1)
+
+
+def test_the_values_the_append_tests_add_are_new_and_valid():
+    """What the append tests add is absent from the config as it is (a user may hold any value already: "has
+    non-unique elements") and makes a config that passes every check."""
+    config = load_config()
+    block, room = new_block(config), new_gpu_room(config)
+    assert block not in every_grid(config, "block_tokens") and room not in every_grid(config, "gpu_tokens")
+    config["mrc"]["block_tokens"].append(block)
+    config["mrc"]["gpu_tokens"].append(room)
+    validate(config, str(SCHEMA))
+    pipeline.check_config(config)
+
+
+def other_ratio(ratio):
+    """A target hit ratio other than ``ratio`` (which may be None: no target)."""
+    return next(value for value in (0.9, 0.8) if value != ratio)
 
 
 def step_value(rows, column, room):
@@ -141,8 +185,10 @@ def test_all_targets_include_every_curve_and_plan(config):
     assert set(curves) | set(plans) <= set(targets)
     planner = [target for target in targets if target.startswith(("results/mrc/", "results/plan/"))]
     assert sorted(planner) == sorted(curves + plans)
-    config["plans"]["extra"] = dict(config["plans"]["lab"])
-    assert "results/plan/extra.json" in pipeline.all_targets(config)
+    extra = next(f"extra{number}" for number in itertools.count() if f"extra{number}" not in config["plans"])
+    assert f"results/plan/{extra}.json" not in targets
+    config["plans"][extra] = dict(config["plans"]["lab"])
+    assert f"results/plan/{extra}.json" in pipeline.all_targets(config)
 
 
 def test_committed_planner_artifacts_are_exactly_the_targets(config):
@@ -181,11 +227,15 @@ def test_mrc_args_carry_the_workload_the_block_and_the_tier(config):
 
 
 def test_mrc_args_of_one_curve_do_not_depend_on_the_rest_of_the_grid(config):
-    before = pipeline.mrc_args(config, "lab", 256, 21520)
-    config["mrc"]["block_tokens"].append(16)
-    config["mrc"]["gpu_tokens"].append(30000)
-    config["mrc"]["workloads"].remove("long_doc_qa")
-    assert pipeline.mrc_args(config, "lab", 256, 21520) == before
+    blocks, gpus = grid_of(config, "lab")
+    before = pipeline.mrc_args(config, "lab", blocks[0], gpus[0])
+    config["mrc"]["block_tokens"].append(new_block(config))
+    config["mrc"]["gpu_tokens"].append(new_gpu_room(config))
+    others = [name for name in config["mrc"]["workloads"] if name != "lab"]
+    assert others  # one to take away
+    config["mrc"]["workloads"].remove(others[0])
+    checked(config)  # a config the pipeline would run
+    assert pipeline.mrc_args(config, "lab", blocks[0], gpus[0]) == before
 
 
 @pytest.mark.parametrize(
@@ -697,11 +747,13 @@ def job_counts(output):
 
 
 def rule_outputs(output, rule):
-    """The output files of every job of ``rule`` in a dry run's listing."""
+    """The output files of every job of ``rule`` in a dry run's listing (without the flags Snakemake shows beside
+    them: ``results/x.json (update)``)."""
     jobs = re.findall(rf"^rule {rule}:\n((?:    .*\n)+)", output, flags=re.MULTILINE)
-    return sorted(
+    listed = [
         path for job in jobs for path in re.findall(r"^    output: (.*)$", job, flags=re.MULTILINE)[0].split(", ")
-    )
+    ]
+    return sorted(re.sub(r" \(\w+\)$", "", path) for path in listed)
 
 
 @pytest.fixture(scope="module")
@@ -723,20 +775,33 @@ def planner_run(tmp_path_factory):
         target = copy / compiled.relative_to(ROOT)
         target.parent.mkdir(exist_ok=True)
         shutil.copy2(compiled, target)
+    # Snakemake writes the jobs' stamp files (work/stamps/) as it builds the DAG, in a dry run too: the stamps
+    # first, then the results made newer than them and than the code, so that they are up to date (they carry no
+    # provenance: only mtimes count). Not in the future: a job's output must not be older than its inputs.
+    done = snakemake(copy, "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
     newest = max(path.stat().st_mtime for path in copy.rglob("*") if path.is_file() and path not in results)
-    # Newer than the code and than the stamp files Snakemake is about to write (work/stamps/, at the DAG's time,
-    # which may come well after the code's newest mtime when the copy takes a while).
-    newest = max(newest, time.time()) + 60
-    for path in results:  # up to date with respect to their code (they carry no provenance: only mtimes count)
-        os.utime(path, (newest, newest))
+    while time.time() <= newest:  # a coarse file clock: strictly newer
+        time.sleep(0.01)
+    now = time.time()
+    for path in results:
+        os.utime(path, (now, now))
     done = snakemake(copy)
     assert done.returncode == 0, done.stdout + done.stderr
     return copy, done.stdout + done.stderr
 
 
+def curve_plots(config):
+    """The figures drawn from curves or plans (results/plots/mrc.png, the trace's figure)."""
+    planner = ("results/mrc/", "results/plan/")
+    return [name for name, inputs in pipeline.plot_inputs(config).items() if any(i.startswith(planner) for i in inputs)]
+
+
 def test_snakemake_builds_only_the_missing_curves_and_plans(planner_run):
     _, output = planner_run
     config = load_config()
+    plots = len(curve_plots(config))
+    assert plots >= 1  # the curves' figure at least
     grids = [grid_of(config, workload) for workload in config["mrc"]["workloads"]]
     gpu_curves = sum(len(blocks) for blocks, _ in grids)
     cpu_curves = sum(len(blocks) * len(gpus) for blocks, gpus in grids)
@@ -744,9 +809,9 @@ def test_snakemake_builds_only_the_missing_curves_and_plans(planner_run):
         "mrc_gpu": gpu_curves,
         "mrc_cpu": cpu_curves,
         "plan": len(config["plans"]),
-        "plot": 1,  # the curves' figure, results/plots/mrc.png
+        "plot": plots,
         "all": 1,
-        "total": gpu_curves + cpu_curves + len(config["plans"]) + 2,
+        "total": gpu_curves + cpu_curves + len(config["plans"]) + plots + 1,
     }
 
 
@@ -787,11 +852,12 @@ def rooms_of(config, workload):
 
 
 def test_appending_a_block_size_runs_only_its_curves(planner_run, tmp_path):
-    config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["block_tokens"].append(16))
+    block = new_block(load_config())
+    config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["block_tokens"].append(block))
     gpus = config["mrc"]["gpu_tokens"]
-    workloads = [name for name in config["mrc"]["workloads"] if 16 in grid_of(config, name)[0]]
+    workloads = [name for name in config["mrc"]["workloads"] if block in grid_of(config, name)[0]]
     own = [name for name in config["mrc"]["workloads"] if "block_tokens" in rooms_of(config, name)]
-    assert not [name for name in own if 16 in grid_of(config, name)[0]]  # their own block sizes: no new curve
+    assert not [name for name in own if block in grid_of(config, name)[0]]  # their own block sizes: no new curve
     assert sorted(workloads + own) == sorted(config["mrc"]["workloads"]) and grid_of(config, workloads[0])[1] == gpus
     assert job_counts(output) == {
         "mrc_gpu": len(workloads),
@@ -800,10 +866,10 @@ def test_appending_a_block_size_runs_only_its_curves(planner_run, tmp_path):
         "total": len(workloads) * (1 + len(gpus)) + 1,
     }
     assert rule_outputs(output, "mrc_gpu") == sorted(
-        f"results/mrc/{workload}/block16-gpu.{suffix}" for workload in workloads for suffix in ("csv", "json")
+        f"results/mrc/{workload}/block{block}-gpu.{suffix}" for workload in workloads for suffix in ("csv", "json")
     )
     assert rule_outputs(output, "mrc_cpu") == sorted(
-        f"results/mrc/{workload}/block16-cpu-at-gpu{gpu}.{suffix}"
+        f"results/mrc/{workload}/block{block}-cpu-at-gpu{gpu}.{suffix}"
         for workload in workloads
         for gpu in gpus
         for suffix in ("csv", "json")
@@ -811,11 +877,12 @@ def test_appending_a_block_size_runs_only_its_curves(planner_run, tmp_path):
 
 
 def test_appending_a_gpu_room_runs_only_the_cpu_curves_at_it(planner_run, tmp_path):
-    config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["gpu_tokens"].append(30000))
+    room = new_gpu_room(load_config())
+    config, output = extended(planner_run, tmp_path, lambda config: config["mrc"]["gpu_tokens"].append(room))
     blocks = config["mrc"]["block_tokens"]
-    workloads = [name for name in config["mrc"]["workloads"] if 30000 in grid_of(config, name)[1]]
+    workloads = [name for name in config["mrc"]["workloads"] if room in grid_of(config, name)[1]]
     own = [name for name in config["mrc"]["workloads"] if "gpu_tokens" in rooms_of(config, name)]
-    assert not [name for name in own if 30000 in grid_of(config, name)[1]]  # their own GPU rooms: no new curve
+    assert not [name for name in own if room in grid_of(config, name)[1]]  # their own GPU rooms: no new curve
     assert sorted(workloads + own) == sorted(config["mrc"]["workloads"]) and grid_of(config, workloads[0])[0] == blocks
     assert job_counts(output) == {
         "mrc_cpu": len(workloads) * len(blocks),
@@ -823,7 +890,7 @@ def test_appending_a_gpu_room_runs_only_the_cpu_curves_at_it(planner_run, tmp_pa
         "total": len(workloads) * len(blocks) + 1,
     }
     assert rule_outputs(output, "mrc_cpu") == sorted(
-        f"results/mrc/{workload}/block{block}-cpu-at-gpu30000.{suffix}"
+        f"results/mrc/{workload}/block{block}-cpu-at-gpu{room}.{suffix}"
         for workload in workloads
         for block in blocks
         for suffix in ("csv", "json")
@@ -833,30 +900,33 @@ def test_appending_a_gpu_room_runs_only_the_cpu_curves_at_it(planner_run, tmp_pa
 def test_a_new_curve_target_reruns_every_curve_but_no_plan(planner_run, tmp_path):
     """The curves' command lines are in their stamp files (work/stamps/): a changed flag rewrites them and so
     reruns the curves, by file times alone."""
-    config, output = extended(planner_run, tmp_path, lambda config: config["mrc"].update(target_hit_ratio=0.9))
+    target = other_ratio(load_config()["mrc"].get("target_hit_ratio"))
+    config, output = extended(planner_run, tmp_path, lambda config: config["mrc"].update(target_hit_ratio=target))
     grids = [grid_of(config, workload) for workload in config["mrc"]["workloads"]]
     gpu_curves = sum(len(blocks) for blocks, _ in grids)
     cpu_curves = sum(len(blocks) * len(gpus) for blocks, gpus in grids)
+    plots = len(curve_plots(config))  # every curve reruns: so does every figure of curves
     assert job_counts(output) == {
         "mrc_gpu": gpu_curves,
         "mrc_cpu": cpu_curves,
-        "plot": 1,  # the curves' figure
+        "plot": plots,
         "all": 1,
-        "total": gpu_curves + cpu_curves + 2,
+        "total": gpu_curves + cpu_curves + plots + 1,
     }
     stamped = re.findall(r"reason: Updated input files: (work/stamps/\S+)$", output, flags=re.MULTILINE)
     assert len(stamped) == len(set(stamped)) == gpu_curves + cpu_curves
     assert all(re.fullmatch(r"work/stamps/mrc_(gpu|cpu)/[\w-]+\.json", stamp) for stamp in stamped), stamped
-    assert all("--target-hit-ratio 0.9" in (tmp_path / "copy" / stamp).read_text() for stamp in stamped)
+    assert all(f"--target-hit-ratio {target}" in (tmp_path / "copy" / stamp).read_text() for stamp in stamped)
 
 
 def test_a_new_cpu_budget_reruns_only_that_plan(planner_run, tmp_path):
-    _, output = extended(planner_run, tmp_path, lambda config: config["plans"]["lab"].update(cpu_gb=2))
+    budget = int(load_config()["plans"]["lab"]["cpu_gb"]) + 1  # another budget, a whole number of GiB
+    _, output = extended(planner_run, tmp_path, lambda config: config["plans"]["lab"].update(cpu_gb=budget))
     assert job_counts(output) == {"plan": 1, "all": 1, "total": 2}
     assert rule_outputs(output, "plan") == ["results/plan/lab.json"]
     stamped = re.findall(r"reason: Updated input files: (.+)$", output, flags=re.MULTILINE)
     assert stamped == ["work/stamps/plan/lab.json"]
-    assert "--cpu-gb 2 " in (tmp_path / "copy" / stamped[0]).read_text()
+    assert f"--cpu-gb {budget} " in (tmp_path / "copy" / stamped[0]).read_text()
 
 
 @pytest.mark.parametrize(

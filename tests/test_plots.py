@@ -2,8 +2,11 @@
 
 Each figure, drawn by the command from the inputs that kvlab/pipeline.py gives it, is byte for byte the
 committed PNG, in any process; it changes when any of its inputs does; bad input is one line on stderr
-and leaves the output alone. The pipeline lists a plot only when its inputs are configured, and the
-schema and the cross-field checks reject the ``ttft`` and ``plots`` values that cannot be drawn.
+and leaves the output alone. What a figure says is read from its artists: a figure of the synthetic example
+says so, coinciding series are drawn apart and named so, the budgets are the p50 the captions quote, the real
+server's RAM cache is called so, and the real trace has its figure. The pipeline lists a plot only when its
+inputs are configured, and the schema and the cross-field checks reject the ``ttft`` and ``plots`` values that
+cannot be drawn.
 """
 
 import csv
@@ -30,6 +33,9 @@ from kvlab.report import plots
 PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order `kvlab plots` takes them}
 PLOT_ARGS = {name: shlex.split(pipeline.plot_args(load_config(), name)) for name in PLOT_INPUTS}  # flags, as the rule
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# The real trace's figure, from the committed replay table and curves, as kvlab/pipeline.py lists them.
+TRACE_INPUTS = PLOT_INPUTS["trace_reuse"]
+TRACE_NOTE = "Token hit ratios of the Mooncake FAST'25 conversation trace (data/traces/mooncake/), LRU tiers"
 
 
 def committed_png(name):
@@ -82,7 +88,7 @@ def test_the_command_offers_every_plot_in_order():
 def test_every_plot_is_configured_and_committed():
     committed = sorted(path.stem for path in (ROOT / "results" / "plots").glob("*.png"))
     assert sorted(PLOT_INPUTS) == sorted(plots.PLOTS) == committed
-    assert len(committed) == 8
+    assert len(committed) == 9
 
 
 @pytest.mark.parametrize("name", sorted(PLOT_INPUTS))
@@ -164,9 +170,10 @@ DRAWN_COLUMN = {
     "mrc": "token_hit_ratio",
     "ttft_per_pass": "ttft_ms",
     "predicted_vs_measured": "predicted_p50_ms",
-    "ttft_budgets": "predicted_mean_ms",
+    "ttft_budgets": "predicted_p50_ms",
     "real_ttft_per_pass": "ttft_ms",
     "real_predicted_vs_measured": "predicted_p50_ms",
+    "trace_reuse": "token_hit_ratio",
 }
 
 
@@ -246,6 +253,30 @@ BAD_INPUTS = {
     "measurement not JSONL": ("ttft_per_pass", ["config,pass,ttft_ms\na,p,1\n"], 1, "bad-0"),
     "table without the measured column": ("predicted_vs_measured", ["config,pass\na,p\n"], 1, "measured_p50_ms"),
     "budgets without rounds": ("ttft_budgets", ["cpu_gb,predicted_mean_ms\n0,1\n"], 1, "bad-0.csv: no column "),
+    "budgets of means only": (
+        "ttft_budgets",
+        ["cpu_gb,round,token_hit_ratio,predicted_mean_ms\n0,all,0,1\n"],
+        1,
+        "bad-0.csv: no column predicted_p50_ms",
+    ),
+    "trace without its GPU curve": (
+        "trace_reuse",
+        [GOOD],
+        2,
+        "trace_reuse reads at least 2 input(s) (TABLE GPU_CURVE [CPU_CURVES...]), got 1",
+    ),
+    "trace table without rooms": (
+        "trace_reuse",
+        ["round,token_hit_ratio\nall,0.5\n", GOOD],
+        1,
+        "bad-0.csv: no column ",
+    ),
+    "trace CPU curve of no GPU room": (
+        "trace_reuse",
+        [GOOD, GOOD, "cpu_tokens,token_hit_ratio\n0,0\n"],
+        1,
+        "bad-2.csv: not a CPU tier's curve",
+    ),
     "binary input": ("ttft_budgets", [PNG_SIGNATURE.decode("latin-1") + "\0\xff"], 1, "bad-0"),
     # Strict JSON only: NaN, Infinity and numbers beyond the float range are refused, naming the file (and line).
     "cliff with NaN": ("gpu_cliff", ['{"21520": NaN}\n', GOOD], 1, "bad-0.json: malformed JSON (NaN"),
@@ -279,7 +310,7 @@ def one_line_error(done):
 
 def bad_input_files(folder, plot, inputs):
     """The inputs of a BAD_INPUTS case: committed artifacts, and bad files written under ``folder``."""
-    real = PLOT_INPUTS.get(plot, PLOT_INPUTS["gpu_cliff"])
+    real = PLOT_INPUTS.get(plot) or {"trace_reuse": TRACE_INPUTS}.get(plot, PLOT_INPUTS["gpu_cliff"])
     paths = []
     for index, text in enumerate(inputs):
         committed = real[min(index, len(real) - 1)]
@@ -376,6 +407,239 @@ def test_the_figure_gets_the_umasks_mode(tmp_path, umask):
         check_png(target.read_bytes())
 
 
+# --- What the figures say, read from their artists ---------------------------------------------------------
+
+
+def figure(name, inputs=None, note=None):
+    """The figure of plot ``name`` (drawn as the command draws it) from ``inputs`` (the pipeline's by default)."""
+    inputs = PLOT_INPUTS[name] if inputs is None else inputs
+    return plots.figure_of(name, [ROOT / path for path in inputs], note)
+
+
+def legend_texts(axis):
+    """An axis's legend entries, each on one line (a long one is wrapped in the figure)."""
+    return [" ".join(text.get_text().split()) for text in axis.get_legend().get_texts()]
+
+
+def titles(drawn):
+    """The figure's title and its axes' titles."""
+    found = [drawn._suptitle.get_text()] if drawn._suptitle else []
+    return found + [axis.get_title() for axis in drawn.axes]
+
+
+def words(drawn):
+    """Every text the figure's axes show (titles, labels, ticks, legends, annotations), not the note under it."""
+    found = titles(drawn)
+    for axis in drawn.axes:
+        found += [axis.get_xlabel(), axis.get_ylabel(), *(text.get_text() for text in axis.texts)]
+        found += [label.get_text() for label in axis.get_xticklabels() + axis.get_yticklabels()]
+        found += legend_texts(axis) if axis.get_legend() else []
+    return found
+
+
+@pytest.fixture
+def close_figures():
+    yield
+    plots.plt.close("all")
+
+
+def test_the_pipeline_notes_the_synthetic_example_under_its_figures():
+    """The figures of times drawn from the synthetic example are the pipeline's MEASURED_PLOTS, noted so."""
+    for name in pipeline.MEASURED_PLOTS:
+        assert PLOT_ARGS[name] == ["--note", pipeline.SYNTHETIC_NOTE]
+    assert plots.is_synthetic(pipeline.SYNTHETIC_NOTE)
+    assert not plots.is_synthetic(load_config()["real_measurement"]["note"]) and not plots.is_synthetic(None)
+
+
+@pytest.mark.parametrize("name", pipeline.MEASURED_PLOTS)
+def test_a_figure_of_the_synthetic_example_says_so_and_claims_no_measurement(close_figures, name):
+    drawn = figure(name, note=PLOT_ARGS[name][1])
+    assert any("synthetic example" in title for title in titles(drawn)), titles(drawn)
+    assert not [text for text in words(drawn) if "measur" in text.lower()], words(drawn)
+    assert [text.get_text() for text in drawn.texts] == [pipeline.SYNTHETIC_NOTE]
+
+
+@pytest.mark.parametrize("name", pipeline.MEASURED_PLOTS)
+def test_a_figure_without_the_synthetic_note_does_not_say_synthetic(close_figures, name):
+    for note in (None, "TTFT measured on a lab server"):
+        drawn = figure(name, note=note)
+        assert not [text for text in words(drawn) if "synthetic" in text.lower()], words(drawn)
+
+
+def test_the_synthetic_comparison_names_its_bars_by_their_source(close_figures):
+    axis = figure("predicted_vs_measured", note=pipeline.SYNTHETIC_NOTE).axes[0]
+    assert legend_texts(axis) == ["synthetic example p50", "predicted p50"]
+    assert legend_texts(figure("predicted_vs_measured").axes[0]) == ["measured p50", "predicted p50"]
+
+
+RAM_CACHE = "lmcache: the server's RAM cache (llama-cpp-python's LlamaRAMCache)"
+
+
+def test_the_real_servers_requests_call_its_cache_the_ram_cache(close_figures):
+    real = figure("real_ttft_per_pass", note=PLOT_ARGS["real_ttft_per_pass"][1])
+    assert legend_texts(real.axes[0]) == ["baseline: no RAM cache", RAM_CACHE]
+    assert "llama-cpp-python server" in real.axes[0].get_title()
+    assert legend_texts(figure("ttft_per_pass").axes[0]) == ["baseline", "lmcache"]  # the lab's configs, as named
+
+
+def test_the_real_servers_comparison_calls_its_cache_the_ram_cache(close_figures):
+    axis = figure("real_predicted_vs_measured", note=PLOT_ARGS["real_predicted_vs_measured"][1]).axes[0]
+    ticks = [label.get_text() for label in axis.get_xticklabels()]
+    assert ticks[:1] == ["baseline\n(no RAM cache)\npass1-cold"]
+    assert ticks[-1] == "lmcache\n(RAM cache)\npass3-reverse"  # the config's name kept, with what it is
+    (words,) = [" ".join(text.get_text().split()) for text in axis.texts if "LlamaRAMCache" in text.get_text()]
+    assert words == f"baseline: no RAM cache {RAM_CACHE}"
+    synthetic = figure("predicted_vs_measured").axes[0]
+    assert [label.get_text() for label in synthetic.get_xticklabels()][-1] == "lmcache\npass3-reverse"
+
+
+def budgets_table():
+    with open(ROOT / PLOT_INPUTS["ttft_budgets"][0], newline="", encoding="utf-8") as rows:
+        return list(csv.DictReader(rows))
+
+
+def test_the_budgets_figure_plots_the_p50_it_is_quoted_by(close_figures):
+    top, bottom = figure("ttft_budgets", note=pipeline.SYNTHETIC_NOTE).axes
+    assert "p50" in top.get_ylabel() and "mean" not in top.get_ylabel()
+    rows = budgets_table()
+    rounds = list(dict.fromkeys(row["round"] for row in rows))
+    for axis, column in ((top, "predicted_p50_ms"), (bottom, "token_hit_ratio")):
+        assert [" ".join(line.get_label().split()).split(" (")[0] for line in axis.lines] == rounds
+        for line, name in zip(axis.lines, rounds, strict=True):
+            mine = [row for row in rows if row["round"] == name]
+            assert list(line.get_xdata()) == [float(row["cpu_gb"]) for row in mine]
+            assert list(line.get_ydata()) == [float(row[column]) for row in mine]
+
+
+def points(line):
+    return set(zip(line.get_xdata(), line.get_ydata(), strict=True))
+
+
+def series_lines(axis):
+    return [line for line in axis.lines if not line.get_label().startswith("_")]  # those with a legend entry
+
+
+def assert_coinciding_lines_differ(axis):
+    """Lines sharing a point differ in line style, marker and width, the later one narrower (it is drawn over); the
+    marks of a cliff's edge aside."""
+    lines = series_lines(axis)
+    shared = [(a, b) for i, a in enumerate(lines) for b in lines[i + 1 :] if points(a) & points(b)]
+    assert shared  # the data have coinciding series: the check has something to check
+    for under, over in shared:
+        assert under.get_linestyle() != over.get_linestyle() and under.get_marker() != over.get_marker()
+        assert under.get_linewidth() > over.get_linewidth() and under.get_zorder() < over.get_zorder()
+
+
+def test_the_cpu_cliffs_policies_that_coincide_are_drawn_apart_and_say_so(close_figures):
+    top, bottom = figure("cpu_cliff", note=pipeline.SYNTHETIC_NOTE).axes
+    assert_coinciding_lines_differ(top)
+    assert legend_texts(top) == [
+        "write-through (same as write-back at 0\u201330,065 and 50,110\u201356,000 tokens, as selective at"
+        " 0\u201350,109 tokens)",
+        "write-back (same as selective at 0\u201330,065 tokens)",
+        "selective",
+    ]
+    cliff = json.loads((ROOT / PLOT_INPUTS["cpu_cliff"][0]).read_text(encoding="utf-8"))
+    for line, (policy, misses) in zip(series_lines(top), cliff.items(), strict=True):
+        assert line.get_label().startswith(policy)
+        assert list(line.get_ydata()) == list(misses.values())  # not offset: the values themselves
+
+
+def test_the_budgets_rounds_that_coincide_are_drawn_apart_and_say_so(close_figures):
+    top, bottom = figure("ttft_budgets", note=pipeline.SYNTHETIC_NOTE).axes
+    for axis in (top, bottom):
+        assert_coinciding_lines_differ(axis)
+    assert legend_texts(top) == [
+        "all (same as pass2 throughout)",
+        "pass1 (same as pass2 at 0\u20131 GiB)",
+        "pass2",
+        "pass3",
+    ]
+    assert legend_texts(bottom) == [
+        "all",
+        "pass1 (same as pass2 at 0\u20131 GiB)",
+        "pass2 (same as pass3 at 1.2989\u20131.5 GiB)",
+        "pass3",
+    ]
+
+
+def test_coinciding_names_every_run_and_a_series_the_same_throughout():
+    series = {"a": ([1, 2, 3, 4], [0, 0, 5, 0]), "b": ([1, 2, 3, 4], [0, 0, 6, 0]), "c": ([1, 2, 3, 4], [9, 9, 9, 9])}
+    shown = plots.spans_of(str, "GiB")
+    assert plots.coinciding(series, 0, shown) == "same as b at 1\u20132 and 4 GiB"
+    assert plots.coinciding(series, 2, shown) == ""
+    same = {"a": ([1, 2], [3, 4]), "b": ([1, 2], [3, 4]), "c": ([1, 2], [3, 5])}
+    assert plots.coinciding(same, 0, shown) == "same as b throughout"
+    assert plots.coinciding(same, 1, shown) == "same as c at 1 GiB"
+    assert plots.runs([(1, True), (2, False), (3, True), (4, True)]) == [(1, 1), (3, 4)]
+
+
+def read_table(path):
+    with open(ROOT / path, newline="", encoding="utf-8") as rows:
+        return list(csv.DictReader(rows))
+
+
+def test_the_trace_figure_draws_the_curves_and_the_replays_on_them(close_figures):
+    drawn = figure("trace_reuse", TRACE_INPUTS, TRACE_NOTE)
+    left, right = drawn.axes
+    assert "conversation trace" in drawn._suptitle.get_text()
+    assert left.get_xscale() == right.get_xscale() == "log"
+    replays = [row for row in read_table(TRACE_INPUTS[0]) if row["round"] == "all"]
+    curve = [row for row in read_table(TRACE_INPUTS[1]) if int(row["gpu_tokens"]) > 0]  # log scale: no room 0
+    (gpu_line,) = [line for line in left.lines if line.get_label() == "GPU tier, exact LRU"]
+    assert list(gpu_line.get_xdata()) == [int(row["gpu_tokens"]) for row in curve]
+    assert list(gpu_line.get_ydata()) == [float(row["token_hit_ratio"]) for row in curve]
+    (alone,) = [line for line in left.lines if line.get_label() == "replays, no CPU tier"]
+    assert points(alone) == {
+        (int(row["gpu_tokens"]), float(row["token_hit_ratio"])) for row in replays if row["cpu_tokens"] == "0"
+    }
+    ceiling = max(float(row["token_hit_ratio"]) for row in curve)
+    assert f"ceiling, all the reuse it holds: {ceiling:.3f}" in legend_texts(left)
+    assert legend_texts(right) == [
+        f"ceiling, all the reuse it holds: {ceiling:.3f}",
+        "CPU tier at GPU room 1M",
+        "replays at GPU room 1M",
+        "CPU tier at GPU room 10M",
+        "replays at GPU room 10M",
+    ]
+    cpu_lines = [line for line in right.lines if line.get_label().startswith("CPU tier")]
+    replay_lines = [line for line in right.lines if line.get_label().startswith("replays")]
+    assert len({line.get_linestyle() for line in cpu_lines}) == len(cpu_lines) == 2  # the curves cross and meet
+    assert len({line.get_marker() for line in replay_lines}) == len(replay_lines) == 2  # 0.369 and 0.369 at 40M
+    for room, line in zip((1000000, 10000000), replay_lines, strict=True):
+        expected = {
+            (int(row["cpu_tokens"]), float(row["token_hit_ratio"]))
+            for row in replays
+            if int(row["gpu_tokens"]) == room and row["cpu_tokens"] != "0"
+        }
+        assert points(line) == expected and len(expected) == 2
+
+
+def test_the_trace_figures_replays_lie_on_its_curves():
+    """What the figure shows as a check holds: every replay's hit ratio is its curve's at that room."""
+    replays = [row for row in read_table(TRACE_INPUTS[0]) if row["round"] == "all"]
+    curves = {None: read_table(TRACE_INPUTS[1])}
+    curves.update({gpu: read_table(f"results/mrc/conversation/block512-cpu-at-gpu{gpu}.csv") for gpu in (10**6, 10**7)})
+    for row in replays:
+        gpu, cpu = int(row["gpu_tokens"]), int(row["cpu_tokens"])
+        curve, room, at = (curves[None], "gpu_tokens", gpu) if cpu == 0 else (curves[gpu], "cpu_tokens", cpu)
+        value = [float(point["token_hit_ratio"]) for point in curve if int(point[room]) <= at][-1]
+        assert value == pytest.approx(float(row["token_hit_ratio"]), abs=1e-5), row
+
+
+def test_the_trace_figure_is_the_same_in_two_processes(tmp_path):
+    outs = []
+    for seed in ("0", "4242"):
+        out = tmp_path / f"trace-{seed}.png"
+        command = [sys.executable, "-m", "kvlab", "plots", "trace_reuse", "--note", TRACE_NOTE, "--out", str(out)]
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([*command, *TRACE_INPUTS], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert (done.returncode, done.stderr) == (0, "")
+        check_png(out.read_bytes())
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+
+
 # --- The pipeline: plot_inputs, ttft_targets, all_targets ---------------------------------------------------
 
 
@@ -410,7 +674,14 @@ def test_plot_inputs_of_the_committed_config(config):
         "ttft_budgets": ["results/ttft/budgets-lab.csv"],
         "real_ttft_per_pass": ["data/measurements/llama-cpp-tiny.jsonl"],
         "real_predicted_vs_measured": ["results/real/predicted_vs_measured.csv"],
+        "trace_reuse": TRACE_INPUTS,
     }
+
+
+def test_the_trace_figure_is_noted_with_its_trace_not_the_synthetic_example():
+    (flag, note) = PLOT_ARGS["trace_reuse"]
+    assert flag == "--note" and load_config()["replay"]["workloads"]["conversation"]["trace"] in note
+    assert not plots.is_synthetic(note)
 
 
 def test_ttft_targets_and_all_targets(config):
@@ -429,9 +700,10 @@ def test_no_curves_no_mrc_plot(config):
     config["plots"]["mrc_block_tokens"] = 16  # not in mrc.block_tokens, and no curve to draw: fine
     validate(config, str(SCHEMA))
     pipeline.check_config(config)
-    assert sorted(pipeline.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"mrc"})
+    assert sorted(pipeline.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"mrc", "trace_reuse"})  # no curves
     targets = pipeline.all_targets(config)
     assert "results/plots/mrc.png" not in targets and "results/plots/gpu_cliff.png" in targets
+    assert "results/plots/trace_reuse.png" not in targets
     assert not [path for path in targets if path.startswith("results/mrc/")]
 
 
@@ -486,13 +758,25 @@ def test_ttft_setting_is_the_example_measurements_by_yaml_reference():
     assert config["ttft"]["setting"]["configs"] is config["example_measurement"]["configs"]
     assert config["ttft"]["setting"]["passes"] is config["example_measurement"]["passes"]
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
-    old = "    lmcache:\n      gpu: 21520\n      cpu: 56000\n"
-    assert text.count(old) == 1
-    changed = yaml.safe_load(text.replace(old, "    lmcache:\n      gpu: 21520\n      cpu: 60000\n"))
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+
+    def node(*path):  # the composed node at ``path``: an alias is the very node it refers to
+        found = root
+        for key in path:
+            found = next(value for name, value in found.value if name.value == key)
+        return found
+
+    assert node("ttft", "setting", "configs") is node("example_measurement", "configs")  # written once
+    # The example's CPU room, rewritten where the file writes it (whatever its layout): the setting follows.
+    lmcache = config["example_measurement"]["configs"]["lmcache"]
+    room, cpu = node("example_measurement", "configs", "lmcache", "cpu"), lmcache["cpu"] + 1
+    changed = yaml.safe_load(text[: room.start_mark.index] + str(cpu) + text[room.end_mark.index :])
+    assert changed["ttft"]["setting"]["configs"]["lmcache"] == {**lmcache, "cpu": cpu}
     validate(changed, str(SCHEMA))
     pipeline.check_config(changed)
-    assert "--config lmcache:21520,60000" in pipeline.ttft_fit_args(changed)
-    assert "--config lmcache:21520,56000" in pipeline.ttft_fit_args(config)
+    assert f"--config lmcache:{lmcache['gpu']},{cpu}" in pipeline.ttft_fit_args(changed)
+    assert f"--config lmcache:{lmcache['gpu']},{lmcache['cpu']}" in pipeline.ttft_fit_args(config)
 
 
 # --- The cross-field rules of check_ttft ----------------------------------------------------------------------

@@ -10,11 +10,14 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
+import jinja2
 import pytest
 from conftest import ROOT, load_config, tool
 
 from kvlab import pipeline
+from kvlab.report import plots
 
 # The key sentence of each artifact's caption (report/*.rst, rendered with the artifact's wildcards).
 CAPTIONS = {
@@ -23,17 +26,22 @@ CAPTIONS = {
     "results/offload.json": "Finding 3, in the simulator",
     "results/cliff.json": "Finding 2, the cliff",
     "results/cpu_cliff.json": "Under the lab's write-through rule the CPU tier has the same cliff",
-    "results/measured.json": "Finding 3, measured",
+    "results/measured.json": "Finding 3 on the synthetic example",
+    "results/real/measured.json": "server's RAM cache (llama-cpp-python's",
     "results/policies/cpu_cliff.json": "The policy answer: write-back",
     "results/plan/lab.json": "The planner's answer for the plan",
     "results/plan/lab_documents.json": "The planner's answer for the plan",
-    "results/ttft/predicted_vs_measured.csv": "The TTFT model against the measurement",
+    "results/ttft/predicted_vs_measured.csv": "The TTFT model against the synthetic example",
+    "results/real/predicted_vs_measured.csv": "The TTFT model against the real server's measurement",
     "results/plots/gpu_cliff.png": "Findings 1 and 2",
     "results/plots/cpu_cliff.png": "The policy answer: write-back clears pass 2",
     "results/plots/mrc.png": "The exact LRU curves",
-    "results/plots/ttft_per_pass.png": "Finding 3: every measured request",
+    "results/plots/ttft_per_pass.png": "Finding 3 on the synthetic example",
     "results/plots/predicted_vs_measured.png": "The TTFT model's per-pass p50",
     "results/plots/ttft_budgets.png": "The planner's answer in time",
+    "results/plots/real_ttft_per_pass.png": "A real llama-cpp-python server",
+    "results/plots/real_predicted_vs_measured.png": "against the real",
+    "results/plots/trace_reuse.png": "A real trace, Mooncake's conversation trace",
 }
 
 
@@ -115,6 +123,71 @@ def test_report_text_names_the_findings_and_the_six_plots(html):
         assert f"{name}.png" in html, name
     description = script_variable(html, "workflow-desc")  # report/workflow.rst: the findings first
     assert description.index("What the lab shows") < description.index("kvlab regenerates every artifact")
+
+
+# --- The captions, rendered as Snakemake renders them (without a run) -------------------------------------------
+
+# caption file, rule, wildcards: each job whose output is marked for the report with that caption (rules/*.smk)
+SYNTHETIC_JOBS = [
+    ("measured.rst", "measured", {}),
+    ("predicted_vs_measured_table.rst", "ttft_fit", {}),
+    *(("plot.rst", "plot", {"plot": name}) for name in pipeline.MEASURED_PLOTS),
+]
+REAL_JOBS = [
+    ("measured.rst", "real_measured", {}),
+    ("predicted_vs_measured_table.rst", "real_ttft_fit", {}),
+    *(("plot.rst", "plot", {"plot": name}) for name in pipeline.REAL_PLOTS),
+]
+
+
+def caption(name, rule, wildcards, config=None):
+    """report/NAME rendered for a job of ``rule`` with ``wildcards``, as `snakemake --report` renders it (a name
+    the caption uses that the job lacks is an error here)."""
+    environment = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    job = SimpleNamespace(rule=rule, wildcards=SimpleNamespace(**wildcards), config=config or load_config())
+    text = environment.from_string((ROOT / "report" / name).read_text(encoding="utf-8")).render(snakemake=job)
+    return " ".join(text.split())
+
+
+def claims(text):
+    """The words of a caption, its literals (``...``: file and config names) left out."""
+    return re.sub(r"``[^`]*``", "", text)
+
+
+@pytest.mark.parametrize(("name", "rule", "wildcards"), SYNTHETIC_JOBS, ids=[str(job) for job in SYNTHETIC_JOBS])
+def test_a_caption_over_the_synthetic_example_says_so_and_claims_no_measurement(name, rule, wildcards):
+    text = caption(name, rule, wildcards)
+    assert "synthetic example" in text, text
+    assert not re.search(r"measur", claims(text), flags=re.IGNORECASE), text
+
+
+@pytest.mark.parametrize(("name", "rule", "wildcards"), REAL_JOBS, ids=[str(job) for job in REAL_JOBS])
+def test_a_caption_of_the_real_server_calls_its_cache_the_ram_cache(name, rule, wildcards):
+    text = caption(name, rule, wildcards)
+    assert "RAM cache" in text and "LlamaRAMCache" in text and "synthetic" not in text, text
+
+
+def test_a_configured_measurement_is_not_called_synthetic():
+    config = load_config()
+    config["measurement"]["source"] = "/opt/fixtures/kvoffload/ttft.jsonl"
+    for name, rule in (("measured.rst", "measured"), ("predicted_vs_measured_table.rst", "ttft_fit")):
+        text = caption(name, rule, {}, config)
+        assert "synthetic" not in text and "/opt/fixtures/kvoffload/ttft.jsonl" in text, text
+
+
+def test_every_plot_has_a_caption_of_its_own():
+    for name in plots.PLOTS:
+        text = caption("plot.rst", "plot", {"plot": name})
+        assert text and not text.startswith("The figure "), name
+    assert caption("plot.rst", "plot", {"plot": "heatmap"}) == "The figure ``heatmap``."
+
+
+def test_the_reports_first_page_says_which_numbers_are_the_synthetic_examples():
+    """report/workflow.rst: the sentence that quotes the 12x speed-up says it is the synthetic example's."""
+    text = " ".join((ROOT / "report" / "workflow.rst").read_text(encoding="utf-8").split())
+    (sentence,) = [sentence for sentence in re.split(r"(?<=\.) ", text) if "12x" in sentence]
+    assert "synthetic example" in sentence, sentence
+    assert "LlamaRAMCache" in text and "trace_reuse.png" in text
 
 
 def test_report_html_is_a_build_product_ignored_by_git():

@@ -131,3 +131,24 @@ def test_bad_arguments_are_one_line(args, message):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == f"kvlab size: error: {message}" + done.stderr[len(f"kvlab size: error: {message}") :]
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"num_hidden_layers": 2**31}, "num_hidden_layers must be a whole number from 1 to 4096"),
+        ({"layer_types": ["full_attention"] * 31}, "layer_types names 31 layers but num_hidden_layers is 32"),
+        ({"layer_types": ["full_attention"] * 31 + ["full_atention"]}, "layer_types[31] is 'full_atention'"),
+        ({"hybrid_override_pattern": "*M" * 15}, "hybrid_override_pattern names 30 layers"),
+        ({"num_key_value_heads": 64}, "num_key_value_heads 64 is more than num_attention_heads 32"),
+        ({"num_key_value_heads": 5}, "num_key_value_heads 5 does not divide num_attention_heads 32"),
+    ],
+    ids=["layers-2-31", "short-list", "typo", "short-pattern", "kv-more", "kv-not-dividing"],
+)
+def test_a_config_that_contradicts_itself_is_one_line(tmp_path, change, fragment):
+    """What used to be read as 0 layers (or a 17 GB list, or odd KV heads) is one line naming the file, exit 1."""
+    path = write(tmp_path, {**LLAMA, **change})
+    done = kvlab("size", "--model-config", path)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"kvlab size: error: {path}: ") and done.stderr.count("\n") == 1
+    assert fragment in done.stderr

@@ -6,8 +6,11 @@ stop before any job, and lint is clean."""
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +24,7 @@ from conftest import (
     results_tree,
     run_pipeline,
     scratch_copy,
+    snakemake_group,
     tool,
 )
 
@@ -232,6 +236,50 @@ def test_a_second_run_in_the_same_folder_stops_and_names_the_first(tmp_path):
     assert not (copy / "results").exists() and not (copy / "work").exists()
 
 
+def group_alive(group):
+    """Whether a process of ``group`` still runs (a zombie, dead but not yet reaped, does not count: this
+    machine's init may never reap it)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            return True
+    return False
+
+
+def test_a_kill_9_of_kvlab_run_leaves_no_snakemake_behind(regenerated, tmp_path):
+    """``kill -9`` of the pid the lock names (kvlab run's) kills its Snakemake and jobs too (each is told when its
+    parent dies), and while any process of that run lives the folder stays locked: a second run is refused rather than
+    unlocking it and deleting its temporary files. Then a plain run makes the committed results again."""
+    copy = without_metadata(regenerated, tmp_path / "copy")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "kvlab", "run", "--", "--cores", "1", "--quiet", "--forcerun", "replay_point"],
+        cwd=copy,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120  # a guard against a hang, not a measure of speed
+    while time.monotonic() < deadline and not list((copy / ".snakemake" / "locks").glob("*")):
+        time.sleep(0.02)
+    group = snakemake_group(copy)
+    assert group and group_alive(group), "Snakemake started and took its lock"
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    while group_alive(group):
+        assert time.monotonic() < deadline, "the killed run's Snakemake is still running"
+        second = kvlab("run", cwd=copy)
+        if group_alive(group):  # the run still lives: the second one must have been refused, touching nothing
+            assert second.returncode == 1 and "another run is in progress" in second.stderr, second.stderr
+            assert f"process group {group}" in second.stderr
+        time.sleep(0.05)
+    done = run_pipeline(copy)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert compare(results_of(ROOT), results_of(copy)) == []
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -259,23 +307,36 @@ def test_a_missing_input_named_in_the_config_stops_before_any_job(tmp_path, muta
     assert not (copy / "results").exists() and not (copy / "work").exists()
 
 
-@pytest.mark.parametrize(
-    ("old", "new", "message"),
-    [
-        ("gpu: 21520\n    cpu: 56000", "gpu: -5\n    cpu: 56000", "-5"),
-        ("value: misses", "value: hit_ratio", "hit_ratio"),
-        ("pass: 2\n      value: hits", "pass: 3\n      value: hits", "sweeps.cliff.record.pass is 3"),
-    ],
-)
-def test_bad_config_stops_before_any_job(tmp_path, old, new, message):
+BAD_CONFIGS = {
+    # a mutation of the parsed config, and what the message must name (both derived from the config)
+    "a negative room": (
+        lambda c: c["runs"][next(iter(c["runs"]))].update(gpu=-5),
+        lambda c: "-5",
+    ),
+    "an unknown recorded value": (
+        lambda c: c["sweeps"][next(iter(c["sweeps"]))]["record"].update(value="hit_ratio"),
+        lambda c: "hit_ratio",
+    ),
+    "a recorded pass past the passes": (
+        lambda c: c["sweeps"][next(iter(c["sweeps"]))]["record"].update(
+            {"pass": len(c["sweeps"][next(iter(c["sweeps"]))]["passes"]) + 1}
+        ),
+        lambda c: (
+            f"sweeps.{next(iter(c['sweeps']))}.record.pass is {len(c['sweeps'][next(iter(c['sweeps']))]['passes']) + 1}"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", BAD_CONFIGS)
+def test_bad_config_stops_before_any_job(tmp_path, name):
     """Snakemake run directly (not through kvlab run) validates the config before any job too."""
+    mutate, message = BAD_CONFIGS[name]
     copy = scratch_copy(tmp_path)
-    config = (copy / "config.yaml").read_text(encoding="utf-8")
-    assert old in config
-    (copy / "config.yaml").write_text(config.replace(old, new, 1), encoding="utf-8")
+    config = edit_config(copy, mutate)
     done = tool("snakemake", "--cores", "1", cwd=copy)
     assert done.returncode != 0
-    assert message in done.stdout + done.stderr
+    assert message(config) in done.stdout + done.stderr
     assert not (copy / "results").exists() and not (copy / "work").exists()
 
 
@@ -283,7 +344,8 @@ def test_check_names_each_difference_and_the_repair_works(regenerated, tmp_path)
     """kvlab check's lines for an edited config value, a hand-edited, a missing and an extra result; then the
     repairs they name, run: the folder is what a regeneration makes again."""
     copy = without_metadata(regenerated, tmp_path / "copy")
-    edit_config(copy, lambda c: c["runs"]["offload"].update(cpu=30000))
+    committed = load_config()["runs"]["offload"]["cpu"]
+    edit_config(copy, lambda c: c["runs"]["offload"].update(cpu=committed // 2))  # room for fewer documents
     assert run_pipeline(copy).returncode == 0  # the config change reruns its job
     (copy / "results/baseline.json").write_text("{}\n", encoding="utf-8")
     (copy / "results/cyclic.json").unlink()
@@ -297,7 +359,7 @@ def test_check_names_each_difference_and_the_repair_works(regenerated, tmp_path)
         "results/extra.json: not made by the pipeline; repair: rm results/extra.json",
         "results/offload.json: differs from a fresh regeneration; repair: make run FORCE=results/offload.json",
     ]
-    edit_config(copy, lambda c: c["runs"]["offload"].update(cpu=56000))  # the config as committed again
+    edit_config(copy, lambda c: c["runs"]["offload"].update(cpu=committed))  # the config as committed again
     assert run_pipeline(copy).returncode == 0
     assert compare(results_of(copy), results_of(regenerated))[:1] == [lines[0]]  # a hand edit survives a plain run
     assert run_pipeline(copy, "--forcerun", "results/baseline.json").returncode == 0

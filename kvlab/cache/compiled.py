@@ -8,13 +8,37 @@ compiling to pay (numba's import and the kernels' loading cost more than the Pyt
 engine. numpy and numba are imported only when the compiled engine runs.
 """
 
-__all__ = ["CompiledLRU", "compiled_cache", "fastest_cache"]
+from kvlab.files import BATCH_BYTES
+from kvlab.memory import Footprint
+
+__all__ = ["FOOTPRINT", "STATE_BYTES_PER_KEY", "CompiledLRU", "compiled_cache", "fastest_cache"]
 
 NONE = -1
 # What write-through's CPU does with the blocks the GPU served (LMCache's switches): by (touch, re-store).
 ON_GPU_HIT = {(False, False): 0, (True, False): 1, (False, True): 2, (True, True): 3}
-STATE_BYTES_PER_KEY = 2 * 3 * 4  # per tier: before, after, size (int32 unless a block passes 2**31 tokens)
 COMPILE_WORTH = 2**18  # block accesses from which compiling (importing numba, loading the kernels) pays
+
+# What a compiled replay holds (kvlab/memory.py), at its worst, above start-up; bench/memory_footprint.py checks it
+# against the peak resident memory. The state is a key's entry per tier, before, after and size, int32 (24 bytes;
+# int64 only for blocks past 2**31 tokens, and no trace has those), grown by doubling: up to twice the keys, and
+# while it grows the old array as well, so up to 3 x 24 bytes a key.
+STATE_BYTES_PER_KEY = 3 * 2 * 3 * 4
+# The hash table of dense ids (kvlab/dense.py): 12 bytes a slot, at most half full, doubled before each batch
+# until it has room for the whole batch new: up to 4 slots a key (48 bytes) and an id of the batch, and while it
+# doubles the old table as well, 6 slots (72 bytes). It doubles between batches, the state within one, so the
+# worst is one doubling beside the other at its largest: 72 + 48 bytes a key.
+TABLE_BYTES_PER_KEY = 6 * 12
+# Ids in a batch of the reader (BATCH_BYTES of lines): an id takes a digit and a comma at least, but the ids of a
+# request are distinct (hash ids are chained), so the ids of a long request take more: 3 bytes an id at the least.
+IDS_PER_BATCH = BATCH_BYTES // 3
+# The reader's batch, besides: its bytes read, joined to the rest of the last read, split into lines and joined
+# again for the scanner, the scanner's arrays (an int64 per comma), the dense ids (kvlab/traces.py, stream.py).
+READER_BYTES = 10 * BATCH_BYTES
+READING_BYTES = READER_BYTES + 48 * IDS_PER_BATCH  # reading a trace at all, whichever engine serves it
+FOOTPRINT = Footprint(
+    key=STATE_BYTES_PER_KEY + 2 * TABLE_BYTES_PER_KEY // 3,
+    fixed=TABLE_BYTES_PER_KEY * IDS_PER_BATCH + READER_BYTES,
+)
 
 
 def compiled_cache(write_policy, gpu_tokens, cpu_tokens, block_tokens, **settings):

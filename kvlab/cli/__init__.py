@@ -45,8 +45,9 @@ def main(argv=None):
         sys.stderr.write(usage())
         return 2
     if argv[0] in ("-h", "--help"):
-        sys.stdout.write(usage())
-        return 0
+        from kvlab.cli.base import emit
+
+        return 0 if emit(usage()) else 1
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         shown = name if len(name) <= 40 else name[:35] + "..."

@@ -8,6 +8,7 @@ import argparse
 import errno
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 
@@ -116,16 +117,26 @@ def one_of(valid, what):
     return convert
 
 
-def same_file(first, second):
-    """Whether two paths name one file (the same path, or one file through links)."""
-    if first == "-" or second == "-":
-        return False
-    if os.path.abspath(first) == os.path.abspath(second):
-        return True
+def identity(path):
+    """``(device, inode)`` of the file ``path`` names (``-``: standard input's), or None."""
     try:
-        return os.path.samefile(first, second)
-    except OSError:
-        return False
+        status = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if stat.S_ISCHR(status.st_mode):  # a terminal, /dev/null: read and written at once without harm
+        return None
+    return status.st_dev, status.st_ino
+
+
+def same_file(first, second):
+    """Whether two paths name one file (the same path, one file through links, or ``-`` and a name of standard
+    input's file such as /dev/stdin)."""
+    if first == second == "-":
+        return True
+    if "-" not in (first, second) and os.path.abspath(first) == os.path.abspath(second):
+        return True
+    found = identity(first)
+    return found is not None and found == identity(second)
 
 
 def check_paths(parser, args):

@@ -3,10 +3,8 @@ of anything (``kvlab/measure/example.py``)."""
 
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
 from kvlab.cli.types import named_order, named_rooms, number_in
+from kvlab.latency.model import MAX_MS
 from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
-
-MAX_MS = 10**9  # about 11.6 days: no latency is longer
-
 
 milliseconds = number_in(0, MAX_MS, f"milliseconds from 0 to {MAX_MS}")
 jitter = number_in(0, 10, "a relative standard deviation from 0 to 10")

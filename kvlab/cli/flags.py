@@ -59,8 +59,9 @@ def add_memory_argument(parser):
     parser.add_argument(
         "--max-memory",
         type=argument(memory_size),
-        help="stop with one line, before reading on, when the state would pass this much memory (e.g. 8G, 512M;"
-        " default: 80%% of the smaller of the memory available and the control group's limit)",
+        help="stop with one line, before reading on, when the state would pass this much memory above the"
+        " command's start-up (Python, numpy, numba: about 150 MB) (e.g. 8G, 512M; default: 80%% of the smaller of"
+        " the memory available and the control group's limit)",
     )
 
 

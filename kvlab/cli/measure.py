@@ -2,12 +2,15 @@
 llama.cpp, ...): the passes over ``--docs`` documents of ``--tokens`` tokens (or long_doc_qa's rounds), each
 request a document and its own question, streamed; one record per request under ``--config-name`` in
 ``--out``, whose other configs' records are kept. The API key, if the server needs one, is read from the
-environment variable named by ``--api-key-env`` (default KVLAB_API_KEY) and is never printed."""
+environment variable named by ``--api-key-env`` (default KVLAB_API_KEY) and is never printed, nor is a password in
+``--base-url``; nothing the server sends is shown in a message (it may echo the key)."""
 
 import os
 
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
+from kvlab.cli.base import ERRORS, Outputs, Parser, UsageError, argument, describe, run, summary
 from kvlab.cli.types import named_order, number_in
+from kvlab.files import number_text, shown
+from kvlab.measure.client import base_url
 from kvlab.workloads import whole_number
 
 PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]  # the lab's
@@ -18,12 +21,16 @@ seconds = number_in(0.001, 86400, "seconds from 0.001 to 86400")
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     server = parser.add_argument_group("server")
-    server.add_argument("--base-url", required=True, help="the server's address, e.g. http://127.0.0.1:8000")
+    server.add_argument(
+        "--base-url", required=True, type=argument(base_url), help="the server's address, e.g. http://127.0.0.1:8000"
+    )
     server.add_argument("--model", required=True, help="the model name the server serves")
     server.add_argument(
         "--api-key-env", default="KVLAB_API_KEY", metavar="NAME", help="environment variable holding the API key"
     )
-    server.add_argument("--timeout", type=argument(seconds), default=120.0, help="seconds per request (default 120)")
+    server.add_argument(
+        "--timeout", type=argument(seconds), default=120.0, help="seconds per request, all told (default 120)"
+    )
     workload = parser.add_argument_group("workload")
     workload.add_argument("--docs", type=argument(whole_number(1, 1024)), required=True, help="documents (<= 1024)")
     workload.add_argument(
@@ -58,14 +65,14 @@ def long_doc_qa(text):
 
     count, _, rest = text.partition(":")
     mode, _, seed = rest.partition(":")
-    if not count.isdigit() or mode not in REPEAT_MODES or not (seed or "0").lstrip("-").isdigit():
+    if not number_text(count, whole=True) or mode not in REPEAT_MODES or not number_text(seed or "0", whole=True):
         raise ValueError(f"expected COUNT:MODE[:SEED] with MODE one of {', '.join(REPEAT_MODES)}, got {text!r}")
     return int(count), mode, int(seed or 0)
 
 
 def execute(args, parser):
     from kvlab.cli.replay import progress_bar
-    from kvlab.measure.client import Server
+    from kvlab.measure.client import Server, ServerError
     from kvlab.measure.example import jsonl
     from kvlab.measure.lab import lab_rounds, long_doc_qa_rounds, measure, merged
 
@@ -82,12 +89,17 @@ def execute(args, parser):
     if not args.config_name.strip() or len(args.config_name) > 200:
         raise UsageError("--config-name must be a name of 1 to 200 characters")
     merged(args.out, args.config_name, [])  # a bad existing file stops here, before the server is used
+    key = os.environ.get(args.api_key_env)
+    if key and not all(" " < char < "\x7f" for char in key):
+        raise UsageError(f"the API key ({shown(args.api_key_env)}) has a character an HTTP header cannot carry")
     bar = progress_bar(sum(len(order) for _, order in rounds))
     try:
-        with Server(args.base_url, args.model, os.environ.get(args.api_key_env), args.timeout) as server:
-            records = measure(
-                server, args.config_name, args.docs, args.tokens, rounds, args.max_tokens, bar.update if bar else None
-            )
+        with Server(args.base_url, args.model, key, args.timeout) as server:
+            try:
+                update = bar.update if bar else None
+                records = measure(server, args.config_name, args.docs, args.tokens, rounds, args.max_tokens, update)
+            except ERRORS as error:  # the one line, without the credentials whatever formed it (documents too)
+                raise ServerError(server.redact(describe(error))) from None
     finally:
         if bar:
             bar.close()

@@ -43,7 +43,11 @@ def execute(args, parser):
 
     workload = make_workload(args, args.block_tokens)
     tier = "gpu" if args.gpu_tokens is None else "cpu"
-    meter = make_meter(args, FOOTPRINT)
+    from dataclasses import replace
+
+    from kvlab.memory import PANDAS_BYTES
+
+    meter = make_meter(args, replace(FOOTPRINT, fixed=FOOTPRINT.fixed + PANDAS_BYTES) if args.curve else FOOTPRINT)
     curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens, compile_notice, meter)
     cache = {
         "tier": tier,

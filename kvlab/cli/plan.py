@@ -17,7 +17,7 @@ from kvlab.cli.types import block_tokens, tokens
 from kvlab.files import dump_json
 from kvlab.sizing.engines import ENGINES
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
-from kvlab.workloads import whole_number
+from kvlab.workloads import WORKLOADS, whole_number
 
 FORMATS = ("json", "table")
 gib_amount = argument(decimal_gib)
@@ -62,16 +62,35 @@ def add_plan_arguments(parser):
     )
 
 
+def trace_chunks(args):
+    """A trace replays in multiples of the blocks it was hashed in: ``--chunk-tokens`` finer (or between) is a
+    usage error naming this command's flag (the workload's own error names ``kvlab replay``'s --block-tokens)."""
+    trace_format = getattr(WORKLOADS[args.workload], "format", None)
+    unit = getattr(trace_format, "block_tokens", None)
+    if unit and args.chunk_tokens is not None and args.chunk_tokens % unit:
+        raise UsageError(
+            f"--chunk-tokens must be a multiple of the trace's {unit}-token hash blocks (the finest it can replay),"
+            f" got {args.chunk_tokens}; without it the replay is in {unit}-token blocks"
+        )
+
+
 def plan_setting(args):
     """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed plan arguments."""
-    from kvlab.sizing.model_size import read_model_config, tokens_in
+    from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_config, tokens_in
 
-    workload = make_workload(args, args.chunk_tokens)
+    trace_chunks(args)
+    try:
+        workload = make_workload(args, args.chunk_tokens)
+    except UsageError as error:  # a workload's message names replay's flag for the chunk
+        raise UsageError(str(error).replace("--block-tokens", "--chunk-tokens")) from None
     shape = read_model_config(args.model_config)
     try:
         per_token = shape.bytes_per_token(args.tp, args.kv_dtype, windows=True)
     except ValueError as error:
         raise UsageError(f"--tp: {error}") from None
+    refused = no_tokens(shape)
+    if refused:
+        raise ModelConfigError(f"{args.model_config}: {refused}")
     gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
     return workload, shape, per_token, gpu_tokens
 
@@ -125,6 +144,7 @@ def execute(args, parser):
         args.kv_dtype,
         args.engine,
         window_rule,
+        args.chunk_tokens,
     )
     return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
 

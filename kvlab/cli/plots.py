@@ -11,6 +11,7 @@ NAMES = (  # kvlab.report.plots.PLOTS's keys (a test checks), without importing 
     "ttft_budgets",
     "real_ttft_per_pass",
     "real_predicted_vs_measured",
+    "trace_reuse",
 )
 
 
@@ -29,9 +30,12 @@ def execute(args, parser):
     from kvlab.report.plots import PLOTS, draw
 
     takes = inspect.signature(PLOTS[args.plot]).parameters.values()
-    if all(parameter.kind is parameter.POSITIONAL_OR_KEYWORD for parameter in takes) and len(takes) != len(args.inputs):
-        names = " ".join(parameter.name.upper() for parameter in takes)
-        raise UsageError(f"{args.plot} reads {len(takes)} input(s) ({names}), got {len(args.inputs)}")
+    named = [parameter for parameter in takes if parameter.kind is parameter.POSITIONAL_OR_KEYWORD]
+    more = [parameter for parameter in takes if parameter.kind is parameter.VAR_POSITIONAL]  # as many as given
+    if (len(args.inputs) < len(named)) if more else (len(args.inputs) != len(named)):
+        names = [parameter.name.upper() for parameter in named] + [f"[{extra.name.upper()}...]" for extra in more]
+        count = f"at least {len(named)}" if more else f"{len(named)}"
+        raise UsageError(f"{args.plot} reads {count} input(s) ({' '.join(names)}), got {len(args.inputs)}")
     return Outputs({args.out: draw(args.plot, args.inputs, args.note)})
 
 

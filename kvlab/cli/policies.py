@@ -1,12 +1,21 @@
 """``kvlab policies``: the offload designs side by side. ``cliff``: the lab's CPU cliff per write policy
 (JSON); ``table``: token hit ratios per write x eviction policy over a grid of rooms (CSV)."""
 
+from kvlab.cache.compiled import FOOTPRINT as COMPILED_FOOTPRINT
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, make_cache
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run, summary
-from kvlab.cli.flags import add_block_rule_arguments, add_lmcache_switches, add_workload_arguments, make_workload
+from kvlab.cli.flags import (
+    add_block_rule_arguments,
+    add_lmcache_switches,
+    add_memory_argument,
+    add_workload_arguments,
+    make_meter,
+    make_workload,
+)
 from kvlab.cli.types import rooms, tokens
 from kvlab.files import dump_json
+from kvlab.memory import PANDAS_BYTES, Footprint
 from kvlab.workloads import pass_list, whole_number
 
 
@@ -41,7 +50,19 @@ def build_parser(prog):
     add_lmcache_switches(table)
     table.add_output("--out", required=True, help="the CSV file to write")
     add_workload_arguments(table)
+    add_memory_argument(table)
     return parser
+
+
+# What ``policies table`` holds (kvlab/memory.py) above start-up, measured by bench/memory_footprint.py with a margin.
+# One replay at a time through the reference engines (each design's cache is made as the one before is dropped), so
+# the most that one design holds; the rows are a few per design. Belady's bound (opt, and --evictions opt) reads the
+# whole workload first (kvlab/stream.py): then per access the keys as Python ints while they are served and the
+# future (typed arrays, and their sort while it is built), per distinct block what a tier keeps of it (a stored
+# block's dict entries, opt's heap entries, stale ones too, and cursor). A streamed design's meter counts distinct
+# blocks by the accesses, so per access it projects both figures. Fixed: the reader's batch and the room the hash
+# table of dense ids makes for it (kvlab/cache/compiled.py's), and pandas, imported to write the CSV.
+TABLE_FOOTPRINT = Footprint(access=240, request=140, key=340, fixed=COMPILED_FOOTPRINT.fixed + PANDAS_BYTES)
 
 
 def cliff_json(args):
@@ -79,7 +100,8 @@ def table_csv(args):
             make_cache("write-through", 0, 0, 1, **block_rules, gpu_eviction=eviction, **switches)
         except ValueError as error:
             raise UsageError(str(error)) from None
-    return table_csv(hit_table(make, grid, args.write_policies, args.evictions, block_rules, switches))
+    meter = make_meter(args, TABLE_FOOTPRINT)
+    return table_csv(hit_table(make, grid, args.write_policies, args.evictions, block_rules, switches, meter))
 
 
 def execute(args, parser):

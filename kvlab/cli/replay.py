@@ -2,9 +2,9 @@
 on stdout, and with ``--per-request FILE`` one CSV row per request. On a terminal a progress bar shows on
 stderr for replays longer than a second; it never reaches stdout or a log file."""
 
+import os
 import sys
 
-from kvlab.cache.compiled import STATE_BYTES_PER_KEY
 from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cache.write_policies import CACHE_SETTINGS
 from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
@@ -52,24 +52,36 @@ def build_parser(prog):
     return parser
 
 
-def progress_bar(total, stream=None, delay=1.0):
+DELAY = "KVLAB_PROGRESS_DELAY"  # seconds before a bar shows (default 1: a quick command shows none)
+
+
+def progress_bar(total, stream=None, delay=None):
     """A tqdm bar on ``stream`` (stderr) only when it is a terminal (tqdm is imported only then); else None."""
     stream = sys.stderr if stream is None else stream
     if not getattr(stream, "isatty", lambda: False)():
         return None
     from tqdm import tqdm
 
+    if delay is None:
+        try:
+            delay = max(0.0, float(os.environ.get(DELAY, "1")))
+        except ValueError:
+            delay = 1.0
+
     return tqdm(total=total or None, unit="req", file=stream, delay=delay, leave=False, dynamic_ncols=True)
 
 
 def footprint(cache, per_request):
-    """What a replay holds: the tiers' state per distinct block; the table's row per request, if written."""
-    from kvlab.memory import Footprint
+    """What a replay holds: the tiers' state and the table of dense ids per distinct block, what reading holds
+    at once; the table's row per request, if written (its columns, pandas' frame and its copy, the CSV text)."""
+    from kvlab.cache.compiled import FOOTPRINT, READING_BYTES
+    from kvlab.memory import PANDAS_BYTES, Footprint
 
-    row = 6 * 8 + 48 if per_request else 0  # its columns, then its CSV text
+    row, table = (408, PANDAS_BYTES) if per_request else (0, 0)
     if getattr(cache, "columns", False):
-        return Footprint(request=row, key=STATE_BYTES_PER_KEY + 24)  # + the hash table of dense ids
-    return Footprint(access=120 if cache.offline else 0, request=row, key=250)  # Python objects; opt's future
+        return Footprint(request=row, key=FOOTPRINT.key, fixed=FOOTPRINT.fixed + table)
+    fixed = FOOTPRINT.fixed if cache.offline else READING_BYTES  # opt loads the whole workload as the compiled do
+    return Footprint(access=120 if cache.offline else 0, request=row, key=250, fixed=fixed + table)  # Python objects
 
 
 def server_cache(args, parser, workload):

@@ -1,26 +1,36 @@
-"""``kvlab run``: the whole pipeline, as ``make run`` runs it: config.yaml checked as data first, one run at a time
-in a folder (a second stops with one line naming the first), and a clean start after a killed run (its locks and
-temporary files removed, its incomplete jobs rerun). Flags after ``--`` go to Snakemake."""
+"""``kvlab run``: the whole pipeline, as ``make run`` runs it: every config Snakemake will read (config.yaml, each
+``--configfile``, each ``--config`` override, merged as Snakemake merges them) checked as data first, one run at
+a time in a folder (a second stops with one line naming the first), and a clean start after a killed run (its
+locks and temporary files removed, its incomplete jobs rerun). Flags after ``--`` go to Snakemake."""
 
 import argparse
 
-from kvlab.cli.base import Outputs, Parser, run, summary
+from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_argument("--config", default="config.yaml", help="the config file to check first (default config.yaml)")
+    parser.add_argument(
+        "--config",
+        help="a config file whose values override config.yaml's (Snakemake's --configfile); default: config.yaml alone",
+    )
     parser.add_argument("snakemake", nargs=argparse.REMAINDER, help="Snakemake's own flags, after --")
     return parser
 
 
 def execute(args, parser):
-    from kvlab.cli.config import check
-    from kvlab.runs import RunError, run_pipeline
+    from kvlab.cli.config import check_sources
+    from kvlab.runs import RunError, run_pipeline, snakemake_sources
 
-    check(args.config)
     extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
+    if args.config is not None:
+        if any(arg.startswith("--configf") for arg in extra):
+            raise UsageError("--config and Snakemake's --configfile: give the config files one way")
+        extra = [f"--configfile={args.config}", *extra]
     try:
+        sources = snakemake_sources(extra)
+        if sources:
+            check_sources(sources)
         code = run_pipeline(extra)
     except RunError as error:
         raise ValueError(str(error)) from None

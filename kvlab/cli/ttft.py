@@ -2,12 +2,15 @@
 measured; ``sweep``: predicted TTFT per pass across a lab sweep; ``budgets``: predicted TTFT per round at
 each CPU budget of a plan."""
 
+from kvlab.cache.compiled import READING_BYTES
 from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run, summary
+from kvlab.cli.flags import add_memory_argument, make_meter
 from kvlab.cli.plan import add_plan_arguments, plan_setting
 from kvlab.cli.types import named_order, named_rooms, rooms, tokens
 from kvlab.files import csv_text, dump_json
 from kvlab.kvsim import TWO_TIER_CACHES
+from kvlab.latency.ttft import MAX_READS
 from kvlab.sizing.model_size import decimal_gib
 from kvlab.workloads import MAX_ACCESSES, pass_list, whole_number
 
@@ -62,13 +65,14 @@ def build_parser(prog):
     add_plan_arguments(budgets)
     budgets.add_argument("--cpu-gb-grid", required=True, type=listing(decimal_gib, "GiB amounts"), help="GiB each")
     budgets.add_output("--out", required=True, help="the CSV file to write")
+    add_memory_argument(budgets)
     return parser
 
 
-def check_reads(docs, passes, points=1):
+def check_reads(docs, passes, points=1, most=MAX_ACCESSES):
     """The lab's simulator reads ``docs`` documents per pass at each point: refuse more than it should."""
-    if docs * len(passes) * points > MAX_ACCESSES:
-        raise UsageError(f"--docs {docs} x {len(passes)} passes x {points} points reads more than {MAX_ACCESSES}")
+    if docs * len(passes) * points > most:
+        raise UsageError(f"--docs {docs} x {len(passes)} passes x {points} points reads more than {most}")
 
 
 def fit(args):
@@ -77,7 +81,7 @@ def fit(args):
     configs = dict(args.config)
     if len(configs) != len(args.config):
         raise UsageError("--config: a config name is given twice")
-    check_reads(args.docs, args.passes)
+    check_reads(args.docs, args.passes, most=MAX_READS)  # a fit holds every read of its setting
     if args.state_extra_tokens and not args.server:
         raise UsageError("--state-extra-tokens applies to --server only")
     fit_docs = None if args.fit_docs is None else set(args.fit_docs)
@@ -100,13 +104,38 @@ def sweep(args):
     return {args.out: csv_text(rows, columns)}
 
 
+# What ``ttft budgets`` holds per request, at its worst (bench/memory_footprint.py measures it): the replay's table
+# (its four columns and what the tiers served: 64 bytes), the TTFTs of the budget before while this one's replay runs
+# and while its own are made (two lists of a tuple of five Python numbers: 2 x 200), and a round's lists of them
+# (16); a reference engine's replay keeps its rows as tuples of Python numbers (300) until they become arrays.
+BUDGET_BYTES_PER_REQUEST = 600
+# A reference engine (write-back, selective): what a tier keeps of a block it stores, as Python objects, the meter
+# counting blocks by the accesses (kvlab/cli/replay.py's figure); the reader's batch and its hash ids as Python ints.
+REFERENCE_BYTES_PER_KEY = 250
+REFERENCE_FIXED_BYTES = READING_BYTES
+
+
+def budgets_footprint(workload, write_policy, rules):
+    """What ``ttft budgets`` holds (kvlab/memory.py): a replay per budget, one at a time, with its per-request
+    table, and the TTFTs of the budget before while the next replay runs (every request's tuple of Python
+    objects, then the lists of one round's: ``kvlab/latency/ttft.py``'s ``budget_rows``); the replay's engine is
+    the same at every budget (the compiled one where the settings allow: kvlab/cache/compiled.py)."""
+    from kvlab.cache.compiled import FOOTPRINT, fastest_cache
+    from kvlab.memory import Footprint
+
+    compiled = getattr(fastest_cache(workload, write_policy, 0, 0, **rules), "columns", False)
+    engine = FOOTPRINT if compiled else Footprint(key=REFERENCE_BYTES_PER_KEY, fixed=REFERENCE_FIXED_BYTES)
+    return Footprint(engine.access, BUDGET_BYTES_PER_REQUEST, engine.key, engine.fixed)
+
+
 def budgets(args):
     from kvlab.latency.ttft import budget_rows, read_model
 
     workload, _, per_token, gpu_tokens = plan_setting(args)
     model = read_model(args.model)
     rules = {"partial_blocks": args.partial_blocks, "eviction_order": args.eviction_order}
-    rows = budget_rows(model, workload, gpu_tokens, per_token, args.cpu_gb_grid, args.write_policy, rules)
+    meter = make_meter(args, budgets_footprint(workload, args.write_policy, rules))
+    rows = budget_rows(model, workload, gpu_tokens, per_token, args.cpu_gb_grid, args.write_policy, rules, meter)
     return {args.out: csv_text(rows, tuple(rows[0]) if rows else ("cpu_gb",))}
 
 

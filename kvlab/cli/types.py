@@ -5,7 +5,7 @@ of the cache."""
 import math
 
 from kvlab.cli.base import argument, listing
-from kvlab.files import shown
+from kvlab.files import number_text, shown
 from kvlab.workloads import whole_number
 
 __all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "rooms", "tokens"]
@@ -16,10 +16,7 @@ def number_in(low, high, what):
     and text are refused."""
 
     def convert(text):
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = float(text) if number_text(text) else math.nan
         if not low <= value <= high:
             raise ValueError(f"expected {what}, got {shown(text)}")
         return value
@@ -40,7 +37,7 @@ def named_rooms(text):
     """``NAME:GPU,CPU`` (rooms in tokens)."""
     name, _, pair = text.partition(":")
     gpu, _, cpu = pair.partition(",")
-    if not name or not gpu.isdigit() or not cpu.isdigit():
+    if not name or not (gpu + cpu).isascii() or not gpu.isdigit() or not cpu.isdigit():
         raise ValueError(f"expected NAME:GPU,CPU with rooms in tokens, got {shown(text)}")
     return name, (whole_number(0)(gpu), whole_number(0)(cpu))
 

@@ -23,6 +23,7 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
+from kvlab.cache.compiled import FOOTPRINT as COMPILED
 from kvlab.cache.compiled import CompiledLRU
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
 from kvlab.curves.equal_sizes import equal_sizes, levels
@@ -38,8 +39,8 @@ __all__ = ["FOOTPRINT", "Curve", "lru_curve", "tier_curve"]
 # (int32 each); per request its columns and what the GPU served; per distinct block the hash table of dense ids,
 # its latest access, its level per round and the GPU's state. The general path (blocks of several sizes) holds
 # about ten times more.
-FOOTPRINT = Footprint(access=4 + 4 + 4, request=5 * 8 + 4 * 8, key=24 + 4 + 8 + 24)
-GENERAL = Footprint(access=400, request=100, key=150)  # Python lists of the stream and its queries, then arrays
+FOOTPRINT = Footprint(access=4 + 4 + 4, request=5 * 8 + 4 * 8, key=88, fixed=COMPILED.fixed)  # bench/memory_footprint
+GENERAL = Footprint(access=400, request=100, key=150, fixed=COMPILED.fixed)  # Python lists of the stream, then arrays
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,11 @@ def tier_curve(
     (:class:`kvlab.memory.Meter`) stops a workload too large for the memory allowed. ``method``:
     ``"equal"`` (blocks of one size, ``kvlab/curves/equal_sizes.py``), ``"general"`` (any sizes), or None
     for the first that applies; both give the same curve."""
+    if workload.token_bound() >= 2**62:  # the curve's sums are 64-bit: past this they would wrap, not fail
+        raise ValueError(
+            f"the workload's tokens may add up to {workload.token_bound():,}: the exact curve counts in 64 bits"
+            " (at most 2**62 tokens in all); kvlab replay counts exactly at any size"
+        )
     block = workload.block_tokens
     keep = choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS) == "keep"
     choose("eviction_order", eviction_order, EVICTION_ORDERS)

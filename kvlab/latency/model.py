@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TIERS", "LatencyModel", "TierFit", "tier_of"]
+__all__ = ["MAX_MS", "TIERS", "LatencyModel", "TierFit", "tier_of"]
+
+MAX_MS = 10**9  # about 11.6 days: no latency is longer (a measured 1.7e308 ms is a broken file, not a time)
 
 TIERS = ("gpu_hit", "cpu_load", "recompute", "recompute_offload")
 ACCESS_TIER = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}

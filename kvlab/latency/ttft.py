@@ -15,11 +15,9 @@ command is ``kvlab ttft`` (``kvlab/cli/ttft.py``).
 
 from pathlib import Path
 
-from kvlab.cache.compiled import fastest_cache
 from kvlab.files import finite, read_json, shown
 from kvlab.kvsim import TWO_TIER_CACHES
-from kvlab.latency.model import TIERS, LatencyModel, tier_of
-from kvlab.replay import ratio, replay, rows_of
+from kvlab.latency.model import MAX_MS, TIERS, LatencyModel, tier_of
 from kvlab.sizing.model_size import tokens_in
 from kvlab.summarize import CONFIGS, describe, read_records
 from kvlab.workloads import MAX_WHOLE
@@ -40,6 +38,9 @@ TABLE_COLUMNS = (
 )
 
 
+MAX_READS = 10**6  # documents a setting reads over its passes: a measurement has a few thousand requests
+
+
 class SettingError(ValueError):
     """The measurement does not fit the setting; the message names the file and line."""
 
@@ -51,7 +52,10 @@ def access_tiers(write_policy, gpu, cpu, reads):
 
 
 def pass_reads(passes, docs):
-    """``(pass name, doc)`` in reading order: each pass reads documents 0..docs-1 forwards or backwards."""
+    """``(pass name, doc)`` in reading order: each pass reads documents 0..docs-1 forwards or backwards; a setting
+    of more than :data:`MAX_READS` reads is refused before any is made."""
+    if docs * len(passes) > MAX_READS:
+        raise ValueError(f"{docs} documents x {len(passes)} passes read more than {MAX_READS:,} documents")
     return [(name, doc) for name, order in passes for doc in (range(docs) if order == "fwd" else reversed(range(docs)))]
 
 
@@ -69,6 +73,8 @@ def measured_requests(path, configs, passes, docs):
             raise SettingError(f"{where}: doc must be a document number 0..{docs - 1}, got {shown(doc)}")
         if type(tokens) is not int or not 1 <= tokens <= MAX_WHOLE:
             raise SettingError(f"{where}: doc_tokens must be a whole number from 1 to {MAX_WHOLE}, got {shown(tokens)}")
+        if not record["ttft_ms"] <= MAX_MS:
+            raise SettingError(f"{where}: ttft_ms {shown(record['ttft_ms'])} is longer than {MAX_MS} ms (11.6 days)")
         if (config, name, doc) in requests:
             raise SettingError(f"{where}: config {shown(config)} pass {shown(name)} reads doc {doc} twice")
         requests[config, name, doc] = (tokens, record["ttft_ms"])
@@ -95,10 +101,11 @@ def server_tiers(design, gpu, cpu, reads):
 def fit(path, configs, passes, docs, tokens, server=None, fit_docs=None):
     """The model; per config and pass the tiers, the measured and the predicted TTFTs of its requests (those of the
     documents not in ``fit_docs``, when it is given); and the tiers fitted on compared requests."""
+    pass_reads(passes, docs)  # the setting's size, checked before the measurement is read
     requests = measured_requests(path, configs, dict(passes), docs)
     if not requests:
         raise ValueError(f"{path}: no requests to fit")
-    lengths = {doc: tokens for doc in range(docs)}  # a measured document's own length wins
+    lengths = dict.fromkeys(range(docs), tokens)  # a measured document's own length wins
     lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
     reads = pass_reads(passes, docs)
     served = {}  # (config, pass, doc) -> tier
@@ -193,14 +200,18 @@ def sweep_rows(model, docs, tokens, passes, rooms, vary, grid, write_policy):
     return rows
 
 
-def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, block_rules):
-    """Predicted p50 and mean per round (and in all) at each CPU budget in GiB, from a replay per budget."""
+def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, block_rules, meter=None):
+    """Predicted p50 and mean per round (and in all) at each CPU budget in GiB, from a replay per budget;
+    ``meter`` (:class:`kvlab.memory.Meter`) checks every replay, so a workload too large stops in the first."""
+    from kvlab.cache.compiled import fastest_cache  # the replay's engines, imported by what replays only
+    from kvlab.replay import ratio, replay, rows_of
+
     rows = []
     for budget in budgets:
         cpu_tokens = tokens_in(budget, per_token)
         cache = fastest_cache(workload, write_policy, gpu_tokens, cpu_tokens, **block_rules)
         parts = []
-        replay(workload, cache, parts)
+        replay(workload, cache, parts, meter=meter)
         has_cpu = cpu_tokens > 0
         times = [
             (r, model.predict_mix(tokens, gpu, cpu, has_cpu), tokens, gpu, cpu)

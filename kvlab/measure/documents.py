@@ -34,11 +34,11 @@ def documents(count, tokens, tokenizer=None):
     text; ``first(text)``, its first token), or None: then a word is a token.
 
     ValueError when there are more documents than first words, two documents start with the same token, or no
-    text of that many tokens can be made."""
+    text of that many tokens can be made; the message names documents and counts, never a token (the server's)."""
     if count > len(OPENERS):
         raise ValueError(f"at most {len(OPENERS)} documents, got {count}")
     made = []
-    firsts = set()
+    firsts = {}  # a first token: the document that starts with it
     for index in range(count):
         words = [OPENERS[index], *random.Random(index).choices(BODY, k=max(0, tokens - 1))]
         if tokenizer is None:
@@ -46,9 +46,9 @@ def documents(count, tokens, tokenizer=None):
             continue
         made.append(_exact(words, tokens, tokenizer, index))
         first = tokenizer.first(OPENERS[index])
-        if first in firsts:
-            raise ValueError(f"document {index} starts with the same token as an earlier one ({first})")
-        firsts.add(first)
+        if first in firsts:  # the token itself is the server's: never shown (a server may echo a credential)
+            raise ValueError(f"document {index} starts with the same token as document {firsts[first]}")
+        firsts[first] = index
     return made
 
 

@@ -1,13 +1,17 @@
 """The figures of results/plots/: each one drawn from committed artifacts, byte for byte the same every run.
 
 The command is ``kvlab plots NAME --out FILE.png INPUT...`` with NAME one of :data:`PLOTS`; the
-inputs are the artifacts that plot reads, in the order its function takes them. Matplotlib draws
+inputs are the artifacts that plot reads, in the order its function takes them. A figure of times drawn
+from the synthetic example (kvlab/measure/example.py; the note under it says so) says so in its titles and
+legends too, and a figure of llama-cpp-python's measurement calls its configs by what they are. Matplotlib draws
 with the Agg backend and its bundled fonts, and the PNG carries no software tag or date, so the
 same inputs and pinned versions give the same bytes.
 """
 
+import inspect
 import io
 import re
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -87,7 +91,88 @@ def cliff_edge(rooms, values, best):
     return (rooms[edge - 1], rooms[edge]) if edge else None
 
 
-def gpu_cliff(cliff, ttft_sweep):
+# Series that may coincide are told apart by style: the first drawn is wide and pale, each later one narrower
+# and drawn over it, each with its own line style and marker, so a line under another still shows at its edges.
+SERIES_STYLES = (
+    {"linestyle": "-", "marker": "o", "linewidth": 5.0, "markersize": 11, "alpha": 0.35},
+    {"linestyle": "--", "marker": "s", "linewidth": 2.6, "markersize": 7.5, "markerfacecolor": "none", "mew": 1.6},
+    {"linestyle": ":", "marker": "^", "linewidth": 2.0, "markersize": 5},
+    {"linestyle": "-.", "marker": "x", "linewidth": 1.2, "markersize": 6, "mew": 1.4},
+)
+
+
+def runs(values):
+    """The runs of consecutive items of ``values`` whose flag is set: ``[(first, last)]`` of ``[(value, flag)]``."""
+    found, start, last = [], None, None
+    for value, flag in values:
+        if flag and start is None:
+            start = value
+        if not flag and start is not None:
+            found.append((start, last))
+            start = None
+        last = value
+    if start is not None:
+        found.append((start, last))
+    return found
+
+
+def coinciding(series, index, shown):
+    """Where series ``index`` of ``series`` (``{name: (x, y)}``, in drawing order) lies on a later one, in words
+    (``shown`` writes runs of x values, ``[(first, last)]``); "" where it lies on none. A series the same as a later
+    one throughout names that one only."""
+    names = list(series)
+    x, y = series[names[index]]
+    parts = []
+    for other in names[index + 1 :]:
+        theirs = dict(zip(*series[other], strict=True))
+        same = [(value, value in theirs and theirs[value] == mine) for value, mine in zip(x, y, strict=True)]
+        if all(flag for _, flag in same) and len(theirs) == len(same):
+            return f"same as {other} throughout"
+        spans = runs(same)
+        if spans:
+            parts.append(f"{other} at {shown(spans)}")
+    return f"same as {', as '.join(parts)}" if parts else ""
+
+
+def draw_series(axis, series, shown, legend_width=40):
+    """Lines of ``series`` (``{name: (x, y)}``), each of its own colour and style (SERIES_STYLES), a later one over
+    an earlier; each legend entry (right of the axes, lines of ``legend_width`` characters) says where its line
+    lies on a later one."""
+    for index, name in enumerate(series):
+        x, y = series[name]
+        note = coinciding(series, index, shown)
+        label = "\n".join([name, *textwrap.wrap(f"({note})", legend_width, break_on_hyphens=False)]) if note else name
+        style = SERIES_STYLES[index % len(SERIES_STYLES)]
+        axis.plot(x, y, color=f"C{index}", label=label, zorder=2 + index, **style)
+    outside_legend(axis)
+
+
+def outside_legend(axis):
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, labelspacing=0.8)
+
+
+def spans_of(number, unit):
+    """A writer of spans of x values for :func:`coinciding`: "0\u201330,065 and 50,110\u201356,000 tokens"."""
+
+    def shown(spans):
+        words = [number(first) if first == last else f"{number(first)}\u2013{number(last)}" for first, last in spans]
+        return f"{' and '.join(words)} {unit}"
+
+    return shown
+
+
+TOKENS = spans_of(lambda value: f"{value:,}", "tokens")
+GIBIBYTES = spans_of(lambda value: f"{value:g}", "GiB")
+
+
+SYNTHETIC = "the synthetic example"  # what a figure drawn from kvlab/measure/example.py's measurement calls it
+
+
+def fitted_to(synthetic):
+    return f"TTFT predicted by the model fitted to {SYNTHETIC if synthetic else 'the measurement'}"
+
+
+def gpu_cliff(cliff, ttft_sweep, *, synthetic=False):
     """Pass-2 GPU hits by GPU room (the lab's cliff sweep) and the predicted pass-2 TTFT."""
     hits = read_object(cliff)
     rooms = [int(room) for room in hits]
@@ -100,6 +185,7 @@ def gpu_cliff(cliff, ttft_sweep):
     top.set_title("The GPU cliff: LRU under cyclic access, one token short of the working set")
     bottom.plot(second["gpu_tokens"], second["predicted_p50_ms"], "o-", color="C3")
     bottom.set_ylabel("predicted pass-2 p50 TTFT (ms)")
+    bottom.set_title(fitted_to(synthetic), fontsize=8)
     bottom.set_xlabel("GPU room (tokens)")
     plain_numbers(bottom)
     grouped(bottom)
@@ -113,28 +199,28 @@ def gpu_cliff(cliff, ttft_sweep):
     return figure
 
 
-def cpu_cliff(policies_cliff, ttft_sweep):
-    """Pass-2 recomputes by CPU room, per write policy, and the predicted pass-2 TTFT under write-through."""
+def cpu_cliff(policies_cliff, ttft_sweep, *, synthetic=False):
+    """Pass-2 recomputes by CPU room, per write policy (a line under another still shows, and its legend says
+    where), and the predicted pass-2 TTFT under write-through."""
     misses = read_object(policies_cliff, depth=2)
     ttft = read_csv(ttft_sweep, "cpu_tokens", "predicted_p50_ms")
     second = ttft[ttft["pass"] == "pass2"]
-    figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
-    for index, (policy, points) in enumerate(misses.items()):
-        rooms = [int(room) for room in points]
-        values = list(points.values())
-        top.plot(rooms, values, "o-", color=f"C{index}", label=policy, alpha=0.8)
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 5.0))
+    series = {policy: ([int(room) for room in points], list(points.values())) for policy, points in misses.items()}
+    draw_series(top, series, TOKENS)
+    for policy, (rooms, values) in series.items():
         edge = cliff_edge(rooms, values, min(values))
         if edge:
-            mark(top, edge[1], points[str(edge[1])], f"{policy}: {edge[1]:,} tokens")
+            mark(top, edge[1], values[rooms.index(edge[1])], f"{policy}: {edge[1]:,} tokens")
     top.set_ylabel("pass-2 recomputes")
     top.set_title("The CPU cliff at the lab's GPU room, per write policy")
-    top.legend()
     bottom.plot(second["cpu_tokens"], second["predicted_p50_ms"], "o-", color="C3", label="write-through")
     bottom.set_ylabel("predicted pass-2 p50 TTFT (ms)")
+    bottom.set_title(fitted_to(synthetic), fontsize=8)
     bottom.set_xlabel("CPU room (tokens)")
     plain_numbers(bottom)
     grouped(bottom)
-    bottom.legend()
+    outside_legend(bottom)
     return figure
 
 
@@ -160,11 +246,14 @@ def curves(*paths):
     return figure
 
 
+CURVE_NAME = r"block(\d+)-(?:gpu|cpu-at-gpu(\d+))"
+
+
 def curve_label(path):
     """A curve's legend in words, from its file name (results/mrc/<workload>/block<B>-gpu.csv or
     block<B>-cpu-at-gpu<G>.csv)."""
     path = Path(path)
-    found = re.fullmatch(r"block(\d+)-(?:gpu|cpu-at-gpu(\d+))", path.stem)
+    found = re.fullmatch(CURVE_NAME, path.stem)
     if not found:
         return f"{path.parent.name}, {path.stem}"
     block, gpu = found.groups()
@@ -172,8 +261,104 @@ def curve_label(path):
     return f"{path.parent.name}, {blocks}" + (f", GPU room {int(gpu):,}" if gpu else "")
 
 
-def ttft_per_pass(measurement):
-    """Every measured request's TTFT by pass and config, with the medians."""
+def short_tokens(value, _=None):
+    """A room on a log axis: 512, 10k, 1M, 100M."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
+TRACE_STYLES = (("-", "o", 9), ("--", "s", 6), (":", "^", 5), ("-.", "D", 4))  # a CPU curve's line, replays' marker
+
+
+def trace_reuse(table, gpu_curve, *cpu_curves):
+    """A real trace's token hit ratio by room: the exact LRU curve of its GPU tier, and of its CPU tier
+    (write-through) at each fixed GPU room, on a log scale of rooms, with the replays of the same trace at their
+    grid points (``round`` all) drawn on them as a check, and the ceiling: every reuse the trace holds."""
+    replay = read_csv(table, "block_tokens", "gpu_tokens", "cpu_tokens", "token_hit_ratio")
+    if "round" in replay.columns and (replay["round"] == "all").any():
+        replay = replay[replay["round"] == "all"]
+    gpu = read_csv(gpu_curve, "gpu_tokens", "token_hit_ratio")
+    found = re.fullmatch(CURVE_NAME, Path(gpu_curve).stem)
+    if found and (replay["block_tokens"] == int(found.group(1))).any():
+        replay = replay[replay["block_tokens"] == int(found.group(1))]  # the replays at the curves' block size
+    workload = Path(gpu_curve).parent.name
+    figure, (left, right) = plt.subplots(1, 2, sharey=True, figsize=(10.0, 4.8))
+    shown = gpu[gpu["gpu_tokens"] > 0]  # a log scale: room 0 (nothing cached) is left out
+    left.step(shown["gpu_tokens"], shown["token_hit_ratio"], where="post", color="C0", label="GPU tier, exact LRU")
+    alone = replay[replay["cpu_tokens"] == 0]
+    left.plot(
+        alone["gpu_tokens"],
+        alone["token_hit_ratio"],
+        "o",
+        color="black",
+        markerfacecolor="none",
+        markersize=9,
+        label="replays, no CPU tier",
+    )
+    ceiling = float(gpu["token_hit_ratio"].max())
+    for axis in (left, right):
+        axis.axhline(
+            ceiling,
+            color="dimgrey",
+            linestyle=":",
+            linewidth=1.2,
+            label=f"ceiling, all the reuse it holds: {ceiling:.3f}",
+        )
+    full = int(gpu["gpu_tokens"][gpu["token_hit_ratio"] == ceiling].min())  # the smallest room for all of it
+    if full > 0:
+        mark(left, full, ceiling, f"{full:,} tokens", below=True)
+    for index, path in enumerate(cpu_curves):
+        found = re.fullmatch(CURVE_NAME, Path(path).stem)
+        if not found or found.group(2) is None:
+            raise ValueError(f"{path}: not a CPU tier's curve (block<B>-cpu-at-gpu<G>.csv)")
+        room, color = int(found.group(2)), f"C{index + 1}"
+        line, marker, size = TRACE_STYLES[index % len(TRACE_STYLES)]
+        cpu = read_csv(path, "cpu_tokens", "token_hit_ratio")
+        cpu = cpu[cpu["cpu_tokens"] > 0]
+        label = f"CPU tier at GPU room {short_tokens(room)}"
+        right.step(cpu["cpu_tokens"], cpu["token_hit_ratio"], where="post", color=color, linestyle=line, label=label)
+        points = replay[(replay["gpu_tokens"] == room) & (replay["cpu_tokens"] > 0)]
+        right.plot(
+            points["cpu_tokens"],
+            points["token_hit_ratio"],
+            marker,
+            color=color,
+            markerfacecolor="none",
+            markersize=size,
+            markeredgewidth=1.4,
+            label=f"replays at GPU room {short_tokens(room)}",
+        )
+    figure.suptitle(f"The {workload} trace: token hit ratio of the whole trace by room (exact LRU curves, replays)")
+    left.set_title("GPU tier alone, every GPU room", fontsize=9)
+    right.set_title("CPU tier (write-through) at a fixed GPU room: GPU and CPU hits", fontsize=9)
+    left.set_ylabel("token hit ratio, whole trace")
+    left.set_ylim(bottom=0)
+    for axis, label, where in (
+        (left, "GPU room (tokens, log scale)", "upper left"),
+        (right, "CPU room (tokens, log scale)", "lower right"),
+    ):
+        axis.set_xscale("log")
+        axis.xaxis.set_major_formatter(FuncFormatter(short_tokens))
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.set_xlabel(label)
+        axis.legend(fontsize=7, loc=where)
+    return figure
+
+
+# The real server's configs in words: its `lmcache` config is llama-cpp-python's RAM cache, not LMCache.
+LLAMA_CPP = "a llama-cpp-python server"
+LLAMA_CPP_CONFIGS = {  # config: (a tick's words, a legend's)
+    "baseline": ("no RAM cache", "baseline: no RAM cache"),
+    "lmcache": ("RAM cache", "lmcache: the server's RAM cache (llama-cpp-python's LlamaRAMCache)"),
+}
+
+
+def requests_by_pass(measurement, subject=None, configs=None):
+    """Every request's TTFT by pass and config, with the medians; ``subject`` names where they come from, and
+    ``configs`` gives configs' names in words."""
+    configs_in_words = configs or {}
     table = read_measurement(measurement)
     passes = list(dict.fromkeys(table["pass"]))
     configs = list(dict.fromkeys(table["config"]))
@@ -181,53 +366,91 @@ def ttft_per_pass(measurement):
     width = 0.8 / max(len(configs), 1)
     for index, config in enumerate(configs):
         mine = table[table["config"] == config]
+        label = configs_in_words.get(config, (config, config))[1]
         for position, name in enumerate(passes):
             values = mine[mine["pass"] == name]["ttft_ms"].to_numpy()
             if not len(values):
                 continue
             centre = position + (index - (len(configs) - 1) / 2) * width
             spread = [centre + width * 0.6 * ((k % 7) / 6 - 0.5) for k in range(len(values))]  # fixed jitter
-            axis.scatter(spread, values, s=12, color=f"C{index}", alpha=0.7, label=config if position == 0 else None)
+            axis.scatter(spread, values, s=12, color=f"C{index}", alpha=0.7, label=label if position == 0 else None)
             median = float(pd.Series(values).median())
             axis.hlines(median, centre - width / 2, centre + width / 2, color="black", linewidth=2)
     axis.set_xticks(range(len(passes)), passes)
     plain_numbers(axis, log=True)
     axis.set_ylabel("TTFT (ms, log scale)")
-    axis.set_title("TTFT per request, by pass and config (bars: medians)")
+    of = f" of {subject}" if subject else ""
+    axis.set_title(f"TTFT per request{of}, by pass and config (bars: medians)")
     axis.legend()
     return figure
 
 
-def predicted_vs_measured(table):
-    """The model's per-pass p50 beside the measured one, per config and pass, with predicted / measured."""
+def ttft_per_pass(measurement, *, synthetic=False):
+    """Every request's TTFT by pass and config, with the medians (of the synthetic example, if it is one)."""
+    return requests_by_pass(measurement, SYNTHETIC if synthetic else None)
+
+
+def real_ttft_per_pass(measurement):
+    """The same figure of a llama-cpp-python server's measurement, its RAM cache called so."""
+    return requests_by_pass(measurement, LLAMA_CPP, LLAMA_CPP_CONFIGS)
+
+
+def compared(table, measured, subject=None, configs=None):
+    """The model's per-pass p50 beside the ``measured`` one (its legend's words), per config and pass, with
+    predicted / measured; ``subject`` and ``configs`` as :func:`requests_by_pass`'s."""
+    configs = configs or {}
     rows = read_csv(table, "measured_p50_ms", "predicted_p50_ms")
     figure, axis = plt.subplots()
     positions = range(len(rows))
     width = 0.38
-    measured = axis.bar([p - width / 2 for p in positions], rows["measured_p50_ms"], width, label="measured p50")
+    bars = axis.bar([p - width / 2 for p in positions], rows["measured_p50_ms"], width, label=f"{measured} p50")
     axis.bar([p + width / 2 for p in positions], rows["predicted_p50_ms"], width, label="predicted p50")
-    for bar, value in zip(measured, rows["p50_ratio"], strict=True):
+    for bar, value in zip(bars, rows["p50_ratio"], strict=True):
         label = f"x{value:.3f}" if np.isfinite(value) else "n/a"
         axis.annotate(label, (bar.get_x() + width, bar.get_height() * 1.08), ha="center", fontsize=7)
-    axis.set_xticks(list(positions), [f"{c}\n{p}" for c, p in zip(rows["config"], rows["pass"], strict=True)])
+    ticks = [
+        f"{config}\n({configs[config][0]})\n{name}" if config in configs else f"{config}\n{name}"
+        for config, name in zip(rows["config"], rows["pass"], strict=True)
+    ]
+    axis.set_xticks(list(positions), ticks)
     plain_numbers(axis, log=True)
     axis.set_ylabel("TTFT p50 (ms, log scale)")
-    axis.set_title("Predicted vs measured p50 per config and pass (labels: predicted / measured)")
+    of = f" of {subject}" if subject else ""
+    words = [configs[config][1] for config in dict.fromkeys(rows["config"]) if config in configs]
+    axis.set_title(f"Predicted vs {measured} p50{of}, per config and pass\n(labels: predicted / {measured})")
+    if words:  # the configs in words, under the legend, over the short bars
+        text = "\n".join(
+            line
+            for config in words
+            for line in textwrap.wrap(config, 36, subsequent_indent="  ", break_on_hyphens=False)
+        )
+        axis.text(0.985, 0.75, text, transform=axis.transAxes, ha="right", va="top", ma="left", fontsize=8)
     axis.legend()
     return figure
 
 
-def ttft_budgets(budgets):
-    """Predicted TTFT per round across the plan's CPU budgets."""
-    rows = read_csv(budgets, "cpu_gb", "predicted_mean_ms", "token_hit_ratio")
-    figure, (top, bottom) = plt.subplots(2, 1, sharex=True)
-    for index, (name, mine) in enumerate(rows.groupby("round", sort=False)):
-        top.plot(mine["cpu_gb"], mine["predicted_mean_ms"], "o-", color=f"C{index}", label=name)
-        bottom.plot(mine["cpu_gb"], mine["token_hit_ratio"], "o-", color=f"C{index}", label=name)
-    top.set_ylabel("predicted mean TTFT (ms)")
+def predicted_vs_measured(table, *, synthetic=False):
+    """The model's per-pass p50 beside the measured one (the synthetic example's, if it is one), per config and
+    pass, with predicted / measured."""
+    return compared(table, "synthetic example" if synthetic else "measured")
+
+
+def real_predicted_vs_measured(table):
+    """The same figure of a llama-cpp-python server's measurement, its RAM cache called so."""
+    return compared(table, "measured", LLAMA_CPP, LLAMA_CPP_CONFIGS)
+
+
+def ttft_budgets(budgets, *, synthetic=False):
+    """Predicted p50 TTFT and token hit ratio per round across the plan's CPU budgets (a line under another still
+    shows, and its legend says where)."""
+    rows = read_csv(budgets, "cpu_gb", "predicted_p50_ms", "token_hit_ratio")
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 5.5))
+    rounds = list(rows.groupby("round", sort=False))
+    for axis, column in ((top, "predicted_p50_ms"), (bottom, "token_hit_ratio")):
+        draw_series(axis, {name: (list(mine["cpu_gb"]), list(mine[column])) for name, mine in rounds}, GIBIBYTES)
+    top.set_ylabel("predicted p50 TTFT (ms)")
     plain_numbers(top)
-    top.set_title("What a CPU budget buys: predicted TTFT and reuse per round")
-    top.legend()
+    top.set_title(f"What a CPU budget buys: p50 TTFT and reuse per round\n({fitted_to(synthetic)})")
     bottom.set_ylabel("token hit ratio")
     bottom.set_xlabel("CPU budget (GiB)")
     return figure
@@ -240,8 +463,9 @@ PLOTS = {
     "ttft_per_pass": ttft_per_pass,
     "predicted_vs_measured": predicted_vs_measured,
     "ttft_budgets": ttft_budgets,
-    "real_ttft_per_pass": ttft_per_pass,  # the same figures of a real server's measurement
-    "real_predicted_vs_measured": predicted_vs_measured,
+    "real_ttft_per_pass": real_ttft_per_pass,  # the same figures of a real server's measurement
+    "real_predicted_vs_measured": real_predicted_vs_measured,
+    "trace_reuse": trace_reuse,
 }
 
 
@@ -253,12 +477,20 @@ def png(figure):
     return buffer.getvalue()
 
 
-def draw(name, inputs, note=None):
-    """The PNG bytes of plot ``name`` from its input artifacts, with ``note`` (e.g. where its data come from)
-    under it; ValueError naming the inputs if they cannot be drawn."""
+def is_synthetic(note):
+    """Whether a figure's note says its data come from the synthetic example (the pipeline's note for it does)."""
+    return "synthetic" in (note or "").lower()
+
+
+def figure_of(name, inputs, note=None):
+    """The figure of plot ``name`` from its input artifacts, with ``note`` (e.g. where its data come from) under it;
+    a plot of measured times drawn from the synthetic example (its note says so) says so in its titles and
+    legends too. ValueError naming the inputs if they cannot be drawn."""
+    plot = PLOTS[name]
+    options = {"synthetic": True} if is_synthetic(note) and "synthetic" in inspect.signature(plot).parameters else {}
     with plt.rc_context(STYLE):
         try:
-            figure = PLOTS[name](*inputs)
+            figure = plot(*inputs, **options)
             figure.tight_layout(rect=(0, 0.04, 1, 1) if note else None)
             if note:
                 figure.text(0.5, 0.012, note, ha="center", va="bottom", fontsize=8, color="dimgrey")
@@ -270,4 +502,10 @@ def draw(name, inputs, note=None):
             raise ValueError(
                 f"{name}: cannot draw from {' '.join(map(str, inputs))}: {type(error).__name__} {error}"
             ) from None
-        return png(figure)
+        return figure
+
+
+def draw(name, inputs, note=None):
+    """The PNG bytes of :func:`figure_of`."""
+    with plt.rc_context(STYLE):
+        return png(figure_of(name, inputs, note))

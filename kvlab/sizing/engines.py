@@ -10,9 +10,17 @@ versions named (docs/engines.md has each rule with its file and line):
 * LMCache 0.5.6 (through vLLM's ``LMCacheConnectorV1``): ``max_local_cpu_size`` is GiB per rank, each rank
   pins its own (``v1/storage_backend/local_cpu_backend.py``; confirmed in LMCache #2901); ``chunk_size``
   its chunk. It writes through.
-* SGLang 0.5.23 HiCache: ``--hicache-size`` is whole decimal GB per rank (``mem_cache/pool_host/base.py``:
-  ``hicache_size * 1e9 // size_per_token`` tokens), with its write policy; a DeepSeek-V3.2 indexer's host pool
-  holds as many tokens again, outside that size (``pool_host/dsa.py``).
+* SGLang 0.5.23 HiCache: ``--hicache-size`` is whole decimal GB per rank (``arg_groups/fields/memory.py`` l.113:
+  an int, "in gigabytes"; ``mem_cache/pool_host/base.py`` l.221: ``hicache_size * 1e9 // size_per_token``
+  tokens), so the budget is rounded DOWN to whole GB, never past it; 0 is no size at all (base.py l.221: only
+  ``host_size > 0`` counts, else ``--hicache-ratio``'s pool, by default 2x the GPU's), so a budget under 1 GB sets no
+  HiCache. Its write policy is named; a DeepSeek-V3.2 indexer's host pool holds as many tokens again, outside
+  that size (``pool_host/dsa.py``).
+
+Chunks: the engine gets its own chunk (page) size, the plan's ``--chunk-tokens`` when given, else its default
+(LMCache's ``chunk_size`` 256, ``v1/config.py``; SGLang's ``--page-size`` 1 on CUDA unless its backend or
+model sets one, ``arg_groups/overrides.py`` ``_page_size_default`` l.1341), never a trace's hashing
+granularity; a note says so when the replay's unit is coarser than the engine's.
 """
 
 import json
@@ -20,12 +28,15 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
-__all__ = ["ENGINES", "engine_settings"]
+__all__ = ["ENGINES", "effective_bytes", "engine_settings"]
 
 GIB = 2**30
+GB = 10**9  # SGLang's "gigabytes": decimal
 VERSIONS = {"vllm": "0.33.0", "lmcache": "0.5.6", "sglang": "0.5.23"}
 ENGINES = tuple(VERSIONS)
 SGLANG_POLICIES = {"write-through": "write_through", "selective": "write_through_selective", "write-back": "write_back"}
+LMCACHE_CHUNK = 256  # LMCache's chunk_size default (v1/config.py _CONFIG_DEFINITIONS)
+SGLANG_PAGE = 1  # SGLang's --page-size on CUDA when neither the user nor its backend sets one (_page_size_default)
 
 
 def gib_text(amount):
@@ -33,9 +44,57 @@ def gib_text(amount):
     return format(Decimal(amount).normalize(), "f")
 
 
-def engine_settings(engine, cpu_gib, tp, chunk_tokens, write_policy, shape, kv_dtype="auto"):
-    """What to pass ``engine`` for a CPU budget of ``cpu_gib`` GiB per GPU, and the host memory it allocates."""
-    budget = Decimal(cpu_gib)
+def shown_gib(amount):
+    """An exact amount (of GiB or GB) to 4 decimals, as host_ram_gib is shown."""
+    return round(float(amount), 4)
+
+
+def hicache_gb(cpu_gib):
+    """SGLang's ``--hicache-size`` for a budget of ``cpu_gib`` GiB per rank: whole decimal GB, rounded down
+    (``hicache_size * 1e9`` bytes are all it pools; rounding up would pin more than the budget)."""
+    return math.floor(Fraction(Decimal(str(cpu_gib))) * GIB / GB)
+
+
+def effective_bytes(engine, cpu_gib):
+    """The bytes per GPU the engine's setting for ``cpu_gib`` GiB per GPU really gives (exact): the budget for
+    vLLM and LMCache, which read GiB with decimals; SGLang's whole GB, rounded down."""
+    if engine == "sglang":
+        return hicache_gb(cpu_gib) * GB
+    return Fraction(Decimal(str(cpu_gib))) * GIB
+
+
+def granularity_note(engine, chunks, engine_tokens, replay_tokens, trace_tokens):
+    """A note when the replay's blocks are coarser than the engine's ``chunks``: the hit ratio is then for the
+    replay's blocks (a trace cannot resolve finer ones than it was hashed in)."""
+    if replay_tokens is None or replay_tokens <= engine_tokens:
+        return None
+    if trace_tokens == replay_tokens:
+        why = f"the trace's {trace_tokens}-token hash blocks: it cannot resolve finer ones"
+    else:
+        why = f"{replay_tokens} tokens"
+    return (
+        f"the replay's unit ({why}) is coarser than {engine}'s {engine_tokens}-token {chunks}:"
+        f" the hit ratio is for {replay_tokens}-token blocks"
+    )
+
+
+def engine_settings(
+    engine,
+    cpu_gib,
+    tp,
+    chunk_tokens,
+    write_policy,
+    shape,
+    kv_dtype="auto",
+    replay_tokens=None,
+    trace_tokens=None,
+):
+    """What to pass ``engine`` for a CPU budget of ``cpu_gib`` GiB per GPU, and the host memory it allocates.
+
+    ``chunk_tokens`` is the engine's chunk (page) size to set, the plan's ``--chunk-tokens``; None leaves the
+    engine's default. ``replay_tokens`` is the block size the plan replayed (``trace_tokens``: the trace's hash
+    blocks, where it is a trace), for the note when it is coarser than the engine's."""
+    budget = Decimal(str(cpu_gib))  # a float as its text: 0.1 is 0.1
     notes = []
     if engine == "vllm":
         replicated = shape.latent  # one copy serves every rank (single node, TP only)
@@ -44,50 +103,75 @@ def engine_settings(engine, cpu_gib, tp, chunk_tokens, write_policy, shape, kv_d
             notes.append("MLA on one node: the size holds one copy of the latent for all ranks (replicated_layout)")
         if write_policy != "write-through":
             notes.append(f"vLLM's offload writes through: it has no {write_policy} policy")
+        engine_tokens = None  # vLLM offloads its own blocks (--block-size): not set here
         found = {
             "flags": ["--kv-offloading-backend", "native", "--kv-offloading-size", gib_text(total)],
             "environment": {},
             "host_ram_gib": float(total),
             "per": "engine (all ranks together)",
         }
+        note = None
     elif engine == "lmcache":
         if write_policy != "write-through":
             notes.append(f"LMCache writes through: it has no {write_policy} policy")
         if shape.latent:
             notes.append("MLA: LMCache saves from the first rank only; whether the others still reserve is unverified")
+        engine_tokens = LMCACHE_CHUNK if chunk_tokens is None else chunk_tokens
+        if chunk_tokens is None:
+            notes.append(f"LMCACHE_CHUNK_SIZE is LMCache's default, {LMCACHE_CHUNK} tokens (--chunk-tokens sets it)")
         connector = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
         found = {
             "flags": ["--kv-transfer-config", connector],
             "environment": {
-                "LMCACHE_CHUNK_SIZE": str(chunk_tokens),
+                "LMCACHE_CHUNK_SIZE": str(engine_tokens),
                 "LMCACHE_LOCAL_CPU": "True",
                 "LMCACHE_MAX_LOCAL_CPU_SIZE": gib_text(budget),
             },
             "host_ram_gib": float(budget * tp),
             "per": "rank (each of the tp ranks pins its own)",
         }
+        note = granularity_note("LMCache", "chunks", engine_tokens, replay_tokens, trace_tokens)
     elif engine == "sglang":
-        size = math.ceil(Fraction(budget) * GIB / 10**9)  # whole decimal GB, at least the budget
-        host = Decimal(size * 10**9 * tp) / GIB
-        if shape.indexer_layers:
+        size = hicache_gb(budget)
+        host = Decimal(size * GB * tp) / GIB
+        if shape.indexer_layers and size:
             per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
-            tokens = size * 10**9 // per_token if per_token else 0
+            tokens = size * GB // per_token if per_token else 0
             host += Decimal(tokens * shape.indexer_layers * shape.indexer_bytes() * tp) / GIB
             notes.append("the indexer's host pool holds as many tokens again, outside --hicache-size")
+        if 0 < size * GB < Fraction(budget) * GIB:
+            given, asked = shown_gib(Fraction(size * GB, GIB)), shown_gib(Fraction(budget) * GIB / GB)
+            notes.append(
+                f"--hicache-size is whole decimal GB per rank, rounded down: {size} GB = {given} GiB"
+                f" of the {gib_text(budget)} GiB budget ({asked} GB)"
+            )
+        flags = ["--enable-hierarchical-cache", "--hicache-size", str(size)]
+        flags += ["--hicache-write-policy", SGLANG_POLICIES[write_policy]]
+        if not size:  # 0 is no size: SGLang would pool --hicache-ratio x the GPU's instead
+            flags = []
+            notes.append(
+                "no HiCache: a budget under 1 GB per rank has no --hicache-size (0 means --hicache-ratio's pool,"
+                " by default up to 2x the GPU's), so the setting gives the GPU alone"
+            )
+        engine_tokens = chunk_tokens
+        if chunk_tokens is not None:
+            flags += ["--page-size", str(chunk_tokens)]
+        else:
+            notes.append(
+                f"no --page-size: SGLang's default ({SGLANG_PAGE} token on CUDA, unless its attention backend sets one)"
+            )
         found = {
-            "flags": [
-                "--enable-hierarchical-cache",
-                "--hicache-size",
-                str(size),
-                "--hicache-write-policy",
-                SGLANG_POLICIES[write_policy],
-                "--page-size",
-                str(chunk_tokens),
-            ],
+            "flags": flags,
             "environment": {},
             "host_ram_gib": round(float(host), 4),
-            "per": "rank (decimal GB, whole)",
+            "per": "rank (decimal GB, whole, rounded down)",
         }
+        default = SGLANG_PAGE if chunk_tokens is None else chunk_tokens
+        note = granularity_note("SGLang", "pages", default, replay_tokens, trace_tokens)
     else:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if note:
+        notes.append(note)
+    found["chunk_tokens"] = engine_tokens
+    found["cpu_gb_effective"] = shown_gib(effective_bytes(engine, budget) / GIB)
     return {"engine": engine, "version": VERSIONS[engine], **found, "notes": notes}

@@ -16,9 +16,21 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 
-from kvlab.files import MAX_FILE_BYTES, read_json, shown
+from kvlab.files import MAX_FILE_BYTES, number_text, read_json, shown
 
-__all__ = ["GIB", "KV_DTYPES", "MAX_GIB", "KVShape", "ModelConfigError", "gib", "read_model_config", "tokens_in"]
+__all__ = [
+    "GIB",
+    "KV_DTYPES",
+    "MAX_GIB",
+    "MAX_LAYERS",
+    "KVShape",
+    "ModelConfigError",
+    "gib",
+    "layer_counts",
+    "no_tokens",
+    "read_model_config",
+    "tokens_in",
+]
 
 GIB = 2**30
 DTYPE_BYTES = {
@@ -33,7 +45,8 @@ DTYPE_BYTES = {
 GIB_DECIMALS = 4
 MAX_GIB = 2**40  # a GiB amount above this (a yottabyte) is a mistake, not a budget
 MAX_GIB_PLACES = 18  # decimal places of a GiB amount: finer is below one byte
-MAX_FIELD = 2**31  # layers, heads, head dimension of a config.json
+MAX_FIELD = 2**31  # heads, head dimension and the other sizes of a config.json
+MAX_LAYERS = 4096  # num_hidden_layers: real models have fewer than 1,000 (Nemotron-H 56B: 118); more is a mistake
 
 
 class ModelConfigError(ValueError):
@@ -204,29 +217,64 @@ DEFAULTS = {
 }
 
 
-def layer_kinds(config, layers):
-    """Per layer: ``full``, ``window`` or ``state`` (recurrent), from the config's own description of its layers:
-    ``layer_types`` (transformers' list: full_attention, sliding_attention, linear_attention, mamba),
-    ``hybrid_override_pattern`` (Nemotron-H: ``*`` attention, ``M`` Mamba, ``-`` an MLP alone),
+LAYER_TYPES = {  # transformers' layer_types entries kvlab sizes, by the kind of cache each layer keeps
+    "full_attention": "full",
+    "sliding_attention": "window",
+    "linear_attention": "state",
+    "mamba": "state",
+}
+# Nemotron-H's hybrid_override_pattern (vLLM nemotron_h.py): ``*`` attention, ``M`` Mamba2, ``-`` an MLP alone,
+# ``E`` a mixture of experts; the last two cache nothing.
+PATTERN_MARKS = {"*": "full", "M": "state", "-": None, "E": None}
+
+
+def layer_counts(config, layers, path="config.json"):
+    """How many layers cache ``full`` attention, a ``window`` or a recurrent ``state``, counted per kind (never a
+    list per layer, so the memory does not grow with ``layers``), from the config's own description of its
+    layers: ``layer_types`` (transformers' list), ``hybrid_override_pattern`` (Nemotron-H), then
     ``full_attention_interval`` (Qwen3-Next), ``sliding_window_pattern`` (Gemma 3, Cohere 2: every n-th layer
-    full), Gemma 2's alternation; else all full."""
-    names = {"full_attention": "full", "sliding_attention": "window", "linear_attention": "state", "mamba": "state"}
-    if isinstance(config.get("layer_types"), list):
-        return [names.get(kind, "other") for kind in config["layer_types"]]
-    pattern = config.get("hybrid_override_pattern")
-    if isinstance(pattern, str):
-        return [{"*": "full", "M": "state"}.get(mark, "other") for mark in pattern]
+    full), Gemma 2's alternation; else all full. A list or a pattern must name exactly ``layers`` layers, each
+    of a known kind, as transformers' ``layer_type_validation`` requires: ModelConfigError naming ``path``."""
+    counts = {"full": 0, "window": 0, "state": 0}
+    listed, pattern = config.get("layer_types"), config.get("hybrid_override_pattern")
+    if listed is not None:
+        described, named, known = "layer_types", listed, LAYER_TYPES
+        if not isinstance(listed, list):
+            raise ModelConfigError(f"{path}: layer_types must be a list of layer kinds, got {shown(listed)}")
+    elif pattern is not None:
+        described, named, known = "hybrid_override_pattern", pattern, PATTERN_MARKS
+        if not isinstance(pattern, str):
+            raise ModelConfigError(f"{path}: hybrid_override_pattern must be a string, got {shown(pattern)}")
+    else:
+        return counts | interval_counts(config, layers)
+    if len(named) != layers:
+        raise ModelConfigError(
+            f"{path}: {described} names {len(named)} layers but num_hidden_layers is {layers}: they must agree"
+        )
+    for index, kind in enumerate(named):
+        if not isinstance(kind, str) or kind not in known:
+            raise ModelConfigError(
+                f"{path}: {described}[{index}] is {shown(kind)}, not one of {', '.join(map(repr, known))}"
+            )
+    for kind in set(named):  # at most as many kinds as the known ones
+        if known[kind] is not None:
+            counts[known[kind]] += named.count(kind)
+    return counts
+
+
+def interval_counts(config, layers):
+    """The kinds of a config whose layers follow a rule, counted by arithmetic."""
     every = config.get("full_attention_interval")  # Qwen3-Next: every n-th layer attention, the rest Gated DeltaNet
     if type(every) is int and every > 0:
-        return ["full" if (index + 1) % every == 0 else "state" for index in range(layers)]
+        return {"full": layers // every, "state": layers - layers // every}
     if not config.get("sliding_window") or config.get("use_sliding_window") is False:
-        return ["full"] * layers
+        return {"full": layers}
     every = config.get("sliding_window_pattern")
-    if type(every) is int and every > 0:
-        return ["full" if (index + 1) % every == 0 else "window" for index in range(layers)]
+    if type(every) is int and every > 0:  # layers every, 2 x every, ... are full
+        return {"full": layers // every, "window": layers - layers // every}
     if config.get("model_type") == "gemma2":  # transformers' Gemma2: even layers slide, odd ones are global
-        return ["window" if index % 2 == 0 else "full" for index in range(layers)]
-    return ["window"] * layers  # a window on every layer (Mistral 7B v0.1)
+        return {"full": layers // 2, "window": layers - layers // 2}
+    return {"window": layers}  # a window on every layer (Mistral 7B v0.1)
 
 
 def read_model_config(path):
@@ -242,17 +290,17 @@ def read_model_config(path):
         config = {**config, **config["text_config"]}  # a multimodal model: its language model's shape
     config = {**DEFAULTS.get(config.get("model_type"), {}), **config}
 
-    def whole(field, value, low=1):
-        if type(value) is not int or not low <= value <= MAX_FIELD:
+    def whole(field, value, low=1, high=MAX_FIELD, why=""):
+        if type(value) is not int or not low <= value <= high:
             raise ModelConfigError(
-                f"{path}: {field} must be a whole number from {low} to {MAX_FIELD}, got {shown(value)}"
+                f"{path}: {field} must be a whole number from {low} to {high}{why}, got {shown(value)}"
             )
         return value
 
-    def field(name, low=1):
+    def field(name, low=1, high=MAX_FIELD, why=""):
         if config.get(name) is None:
             raise ModelConfigError(f"{path}: missing {name}")
-        return whole(name, config[name], low)
+        return whole(name, config[name], low, high, why)
 
     dtype = config.get("torch_dtype")
     if dtype is None:  # newer transformers write `dtype`
@@ -261,7 +309,7 @@ def read_model_config(path):
         dtype = "float32"
     if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise ModelConfigError(f"{path}: torch_dtype {shown(dtype)} is not one of {', '.join(DTYPE_BYTES)}")
-    layers = field("num_hidden_layers")
+    layers = field("num_hidden_layers", high=MAX_LAYERS, why=" (real models have fewer than 1,000 layers)")
     if config.get("kv_lora_rank") is not None:  # multi-head latent attention (DeepSeek-V2/V3, Kimi K2, GLM-5)
         latent = field("kv_lora_rank") + field("qk_rope_head_dim")
         indexer = field("index_head_dim") if config.get("index_head_dim") is not None else 0  # DeepSeek-V3.2
@@ -272,6 +320,13 @@ def read_model_config(path):
     kv_heads = heads  # no num_key_value_heads: every attention head has its own KV (multi-head attention)
     if config.get("num_key_value_heads") is not None:
         kv_heads = whole("num_key_value_heads", config["num_key_value_heads"])
+    if heads % kv_heads:  # each KV head serves a whole group of query heads: transformers' repeat_kv by
+        # num_attention_heads // num_key_value_heads, vLLM's attention backends' num_heads % num_kv_heads == 0 assert
+        relation = "is more than" if kv_heads > heads else "does not divide"
+        raise ModelConfigError(
+            f"{path}: num_key_value_heads {kv_heads} {relation} num_attention_heads {heads}"
+            " (each KV head must serve a whole group of query heads)"
+        )
     named = "head_dim" if config.get("head_dim") is not None else "attention_head_dim"  # Nemotron-H's name
     if config.get(named) is not None:
         head_dim = whole(named, config[named])
@@ -280,21 +335,21 @@ def read_model_config(path):
         if hidden % heads:
             raise ModelConfigError(f"{path}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
         head_dim = hidden // heads
-    kinds = layer_kinds(config, layers)
-    state = state_elements(field) if "state" in kinds else (0, 0)
-    ssm_dtype = config.get("mamba_ssm_cache_dtype") if "state" in kinds else None
+    kinds = layer_counts(config, layers, path)
+    state = state_elements(field) if kinds["state"] else (0, 0)
+    ssm_dtype = config.get("mamba_ssm_cache_dtype") if kinds["state"] else None
     if ssm_dtype is not None and ssm_dtype not in DTYPE_BYTES:
         raise ModelConfigError(
             f"{path}: mamba_ssm_cache_dtype {shown(ssm_dtype)} is not one of {', '.join(DTYPE_BYTES)}"
         )
     return KVShape(
-        kinds.count("full"),
+        kinds["full"],
         kv_heads,
         head_dim,
         dtype,
-        window_layers=kinds.count("window"),
-        window=field("sliding_window") if "window" in kinds else 0,
-        state_layers=kinds.count("state"),
+        window_layers=kinds["window"],
+        window=field("sliding_window") if kinds["window"] else 0,
+        state_layers=kinds["state"],
         state_conv=state[0],
         state_ssm=state[1],
         ssm_dtype=ssm_dtype or "",
@@ -321,7 +376,7 @@ def decimal_gib(value):
     """A GiB amount as an exact Decimal (from its text, so 1.5 is 1.5); ValueError if not a number >= 0."""
     text = str(value)
     try:
-        number = Decimal(text) if len(text) <= 100 else Decimal("NaN")
+        number = Decimal(text) if len(text) <= 100 and number_text(text) else Decimal("NaN")
     except InvalidOperation:
         number = Decimal("NaN")
     if not number.is_finite() or number < 0:
@@ -334,7 +389,9 @@ def decimal_gib(value):
 
 
 def tokens_in(gib_amount, bytes_per_token):
-    """Whole tokens of KV that ``gib_amount`` GiB holds."""
+    """Whole tokens of KV that ``gib_amount`` GiB holds; ValueError for a token of no bytes (it has no answer)."""
+    if bytes_per_token < 1:
+        raise ValueError(f"a token must take at least one byte to count tokens in GiB, got {bytes_per_token}")
     return math.floor(Fraction(decimal_gib(gib_amount)) * GIB / bytes_per_token)  # exact at any precision
 
 
@@ -342,3 +399,14 @@ def gib(tokens, bytes_per_token):
     """GiB that ``tokens`` tokens of KV take, rounded up to 4 decimals: a budget of that many GiB holds them."""
     steps = math.ceil(Fraction(tokens * bytes_per_token * 10**GIB_DECIMALS, GIB))  # exact, then up
     return float(Decimal(steps).scaleb(-GIB_DECIMALS))
+
+
+def no_tokens(shape):
+    """Why a model with no KV bytes per token cannot be planned, in words; None when it can."""
+    if shape.bytes_per_token(windows=True):
+        return None
+    kept = f"its {shape.state_layers} recurrent layers keep one state per request" if shape.state_layers else ""
+    return (
+        "the model caches no KV per token" + (f" ({kept})" if kept else "") + ", so a GiB holds no number of"
+        " tokens and there is no CPU budget to plan (kvlab size shows what it holds per request)"
+    )

@@ -14,6 +14,11 @@ allocator (the window layers only for the blocks in the last window of the reque
 exact curve's one size per block no longer holds, and every budget is found by bisection over replays in
 bytes; its token figures are then bytes over the bytes of a token of all layers, rounded up.
 
+Under write-through (and selective) the CPU takes a copy of the blocks the GPU did not serve, so a CPU room no
+larger than the GPU's mostly duplicates it: the plan says so in ``notes``, with what the CPU serves (often
+nothing; docs/engines.md, section 7). A model that caches no KV per token (only recurrent state) has no
+tokens in a GiB: it is refused in words.
+
 "GB" means GiB (2**30 bytes), as LMCache's max_local_cpu_size and vLLM's kv_offloading_size. The command
 is ``kvlab plan`` (``kvlab/cli/plan.py``).
 """
@@ -28,10 +33,12 @@ from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
 from kvlab.replay import ratio, replay
-from kvlab.sizing.engines import engine_settings
-from kvlab.sizing.model_size import gib, tokens_in
+from kvlab.sizing.engines import effective_bytes, engine_settings
+from kvlab.sizing.model_size import gib, no_tokens, tokens_in
 
 __all__ = ["Planner", "model_name", "plan", "table"]
+
+INCLUSIVE = ("write-through", "selective")  # the CPU keeps copies of blocks the GPU stores
 
 
 class Planner:
@@ -107,6 +114,21 @@ class Planner:
         return self.hit_tokens(self.unlimited_cpu)
 
 
+def inclusive_note(write_policy, cache, inputs, gpu_hits, cpu_hits):
+    """Said when an inclusive CPU tier is no larger than the GPU's: it holds copies of what the GPU holds, and
+    serves only blocks the GPU evicted while their CPU copy stayed (the simulator's figure, often none)."""
+    head = (
+        f"{write_policy}: the CPU room ({cache['cpu_tokens']:,} tokens) is no larger than the GPU's"
+        f" ({cache['gpu_tokens']:,}) and takes copies of the blocks the GPU stores, so it mostly duplicates the GPU"
+    )
+    if not cpu_hits:
+        return f"{head}: it serves nothing here, the hit ratio is the GPU's alone"
+    return (
+        f"{head}: here it serves {cpu_hits:,} tokens (blocks the GPU evicted while their CPU copy stayed),"
+        f" hit ratio {ratio(gpu_hits + cpu_hits, inputs)} against {ratio(gpu_hits, inputs)} for the GPU alone"
+    )
+
+
 def round_figures(name, inputs, gpu, cpu):
     return {
         "round": name,
@@ -134,9 +156,15 @@ def plan(
     kv_dtype="auto",
     engine=None,
     window_rule="all-layers",
+    chunk_tokens=None,
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
-    :func:`tier_curve`'s. Rooms and budgets are per GPU; ``gpu_tokens`` counts tokens of all layers."""
+    :func:`tier_curve`'s. Rooms and budgets are per GPU; ``gpu_tokens`` counts tokens of all layers.
+    ``chunk_tokens`` is the chunk asked for (``--chunk-tokens``; None: none), which the engine's settings carry;
+    the replay's unit is the workload's ``block_tokens``. ValueError, in words, for a model with no KV per token."""
+    refused = no_tokens(shape)
+    if refused:
+        raise ValueError(refused)
     per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
     cpu_tokens = tokens_in(cpu_gib, per_token)
     costs, gpu_room, cpu_room = None, gpu_tokens, cpu_tokens
@@ -153,17 +181,22 @@ def plan(
     def gib_of(room):
         return gib(room, per_token) if costs is None else gib(room, 1)
 
+    def room_of(amount):  # exact bytes per GPU -> a room, as cpu_room is of the budget
+        return math.floor(amount / per_token) if costs is None else math.floor(amount)
+
     planner = Planner(workload, gpu_room, write_policy, partial_blocks, eviction_order, before_compile, meter, costs)
     rows = planner.per_round(cpu_room)
     totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0, 0, 0]
     most = planner.most_hits
     full = planner.smallest_cpu(most)
     rules = {"window_rule": window_rule} if shape.window_layers else {}
+    trace_tokens = getattr(getattr(workload, "format", None), "block_tokens", None)  # a trace's hash blocks
     result = {
         "workload": workload.describe(),
         "model": {"config": model, **shape.describe(tp, kv_dtype)},
         "cache": {
             "chunk_tokens": workload.block_tokens,
+            **({"trace_block_tokens": trace_tokens} if trace_tokens else {}),
             "chunk_gb": gib(workload.block_tokens, per_token),
             "partial_blocks": partial_blocks,
             "eviction_order": eviction_order,
@@ -187,8 +220,24 @@ def plan(
         result["target_hit_ratio"] = target
         result["cpu_tokens_for_target"] = tokens_of(found)
         result["cpu_gb_for_target"] = None if found is None else gib_of(found)
+    if write_policy in INCLUSIVE and 0 < cpu_room <= gpu_room:
+        result["notes"] = [inclusive_note(write_policy, result["cache"], *totals)]
     if engine is not None:
-        result["engine"] = engine_settings(engine, cpu_gib, tp, workload.block_tokens, write_policy, shape, kv_dtype)
+        settings = engine_settings(
+            engine, cpu_gib, tp, chunk_tokens, write_policy, shape, kv_dtype, workload.block_tokens, trace_tokens
+        )
+        room = room_of(effective_bytes(engine, cpu_gib))
+        given = totals if room == cpu_room else [sum(column) for column in zip(*planner.per_round(room), strict=True)]
+        given = given or [0, 0, 0]
+        notes = settings.pop("notes")
+        settings["cpu_tokens"] = math.floor(effective_bytes(engine, cpu_gib) / per_token)
+        settings["token_hit_ratio"] = ratio(given[1] + given[2], given[0])
+        if room != cpu_room and given[0]:
+            notes.append(
+                f"at what the setting gives ({settings['cpu_gb_effective']} GiB per GPU) the hit ratio is"
+                f" {settings['token_hit_ratio']}; the plan's {result['token_hit_ratio']} is for {float(cpu_gib)} GiB"
+            )
+        result["engine"] = {**settings, "notes": notes}
     return result
 
 
@@ -200,7 +249,12 @@ def table(result):
     lines = [
         f"model: {model['layers']} layers x {model['kv_heads_per_gpu']} KV heads per GPU x head dim {model['head_dim']}"
         f" x {model['dtype']} = {model['bytes_per_token']:,} bytes per token (tp {model['tp']});"
-        f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gb']} GiB",
+        f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gb']} GiB"
+        + (
+            f" (the replay's unit; the trace is hashed in {cache['trace_block_tokens']}-token blocks)"
+            if "trace_block_tokens" in cache
+            else ""
+        ),
         f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gb']} GiB);"
         f" CPU: {cache['cpu_gb']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU"
         + (f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""),
@@ -220,6 +274,7 @@ def table(result):
         found = result["cpu_tokens_for_target"]
         answer = "unreachable" if found is None else f"{result['cpu_gb_for_target']} GiB of CPU ({found:,} tokens)"
         lines.append(f"hit ratio {result['target_hit_ratio']}: {answer}")
+    lines += [f"note: {note}" for note in result.get("notes", [])]
     if "engine" in result:
         lines += engine_lines(result["engine"])
     return "\n".join(lines) + "\n"
@@ -231,8 +286,16 @@ def engine_lines(engine):
 
     lines = ["", f"{engine['engine']} {engine['version']}, per {engine['per']}:"]
     lines += [f"  export {name}={shlex.quote(value)}" for name, value in engine["environment"].items()]
-    lines.append(f"  {shlex.join(engine['flags'])}")
+    if engine["flags"]:
+        lines.append(f"  {shlex.join(engine['flags'])}")
+    if engine.get("chunk_tokens") is not None:
+        lines.append(f"  chunk (page) it is set to: {engine['chunk_tokens']} tokens")
     lines.append(f"  host memory it allocates: {engine['host_ram_gib']} GiB")
+    if "cpu_tokens" in engine:
+        lines.append(
+            f"  what it holds per GPU: {engine['cpu_gb_effective']} GiB = {engine['cpu_tokens']:,} tokens,"
+            f" hit ratio {engine['token_hit_ratio']}"
+        )
     lines += [f"  note: {note}" for note in engine["notes"]]
     return lines
 
