@@ -19,6 +19,7 @@ from pathlib import Path
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import CACHE_SETTINGS as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, make_cache
+from kvlab.config import dotted
 from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_config
 from kvlab.traces import FORMATS
 
@@ -160,10 +161,6 @@ class ConfigError(ValueError):
         self.key = tuple(key)
 
 
-def dotted(key):
-    return ".".join(map(str, key))
-
-
 MAX_JOBS = 5_000  # jobs of one run: config.yaml makes about 270; Snakemake's DAG of 10**6 was not built in 300 s
 
 
@@ -227,11 +224,11 @@ def check_config(config):
 
 def check_inputs(config):
     """Every input file config.yaml names is what its job reads (but the example measurement, which the pipeline
-    makes): a measurement the jobs can summarize and fit in its setting, a trace whose first lines are of its
-    format. A file that is not one (``/etc/passwd``) is refused here, before any job copies or reads it."""
+    makes): a measurement the jobs can fit in its setting (its records read as ``kvlab summarize`` reads them), a
+    trace whose first lines are of its format. A file that is not one (``/etc/passwd``) is refused here, before
+    any job copies or reads it."""
     from kvlab.files import InputError
     from kvlab.latency.ttft import fit
-    from kvlab.summarize import read_samples
     from kvlab.traces import TraceError, check_head
 
     def settled(setting):
@@ -260,8 +257,6 @@ def check_inputs(config):
         if not Path(path).is_file():
             raise ConfigError(f"config: {dotted(key)}: {path}: no such file", key)
         try:
-            if key[-1] == "source":
-                read_samples(path)
             content(path)
         except (InputError, TraceError, ValueError) as error:
             raise ConfigError(f"config: {dotted(key)}: {error}", key) from None

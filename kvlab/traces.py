@@ -165,13 +165,19 @@ BOM = b"\xef\xbb\xbf"
 NO_BOM = "malformed JSON (a UTF-8 byte order mark before the first line)"  # as every other JSON reader, and json
 
 
+def no_bom(path, first):
+    """TraceError when the file's first line starts with a UTF-8 byte order mark."""
+    if first.startswith(BOM):
+        raise TraceError(f"{path}:1: {NO_BOM}")
+
+
 def check_head(path, trace, count=16):
     """The first ``count`` requests of the trace read by the reference reader (no compiled code to load): a file
     that is not a trace of ``trace``'s format is a TraceError naming its line."""
     try:
         for number, raw in lines(path):
-            if number == 1 and raw.startswith(BOM):
-                raise TraceError(f"{path}:1: {NO_BOM}")
+            if number == 1:
+                no_bom(path, raw)
             if raw.strip():
                 trace.check(raw, f"{path}:{number}")
                 count -= 1
@@ -188,8 +194,8 @@ def read(path, trace, size=BATCH_BYTES):
     parser = simdjson.Parser()
     try:
         for first, raws, fraction in line_batches(path, size):
-            if first == 1 and raws[0].startswith(BOM):  # as every other JSON reader of kvlab's, and json itself
-                raise TraceError(f"{path}:1: {NO_BOM}")
+            if first == 1:
+                no_bom(path, raws[0])
             batch = _scanned(trace, raws) if trace.integers else None
             if batch is None:
                 batch = _batch(path, trace, parser, first, raws)

@@ -31,7 +31,7 @@ rule ttft_sweep:
     input:
         stamp=stamp("ttft_sweep", ttft_sweep_args),
         code=code("ttft"),
-        model=artifact(pipeline.TTFT_MODEL),
+        model=pipeline.TTFT_MODEL,
     output:
         artifact(pipeline.ttft_sweep_path("{sweep}")),
     log:

@@ -39,14 +39,13 @@ def build_parser(prog):
 
 
 def execute(args, parser):
+    from dataclasses import replace
+
     from kvlab.curves.mrc import FOOTPRINT, cliffs, curve_csv, tier_curve
+    from kvlab.memory import PANDAS_BYTES
 
     workload = make_workload(args, args.block_tokens)
     tier = "gpu" if args.gpu_tokens is None else "cpu"
-    from dataclasses import replace
-
-    from kvlab.memory import PANDAS_BYTES
-
     meter = make_meter(args, replace(FOOTPRINT, fixed=FOOTPRINT.fixed + PANDAS_BYTES) if args.curve else FOOTPRINT)
     curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens, compile_notice, meter)
     cache = {

@@ -101,13 +101,12 @@ def server_tiers(design, gpu, cpu, reads):
 def fit(path, configs, passes, docs, tokens, server=None, fit_docs=None):
     """The model; per config and pass the tiers, the measured and the predicted TTFTs of its requests (those of the
     documents not in ``fit_docs``, when it is given); and the tiers fitted on compared requests."""
-    pass_reads(passes, docs)  # the setting's size, checked before the measurement is read
+    reads = pass_reads(passes, docs)  # the setting's size, checked before the measurement is read
     requests = measured_requests(path, configs, dict(passes), docs)
     if not requests:
         raise ValueError(f"{path}: no requests to fit")
     lengths = dict.fromkeys(range(docs), tokens)  # a measured document's own length wins
     lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
-    reads = pass_reads(passes, docs)
     served = {}  # (config, pass, doc) -> tier
     for config, (gpu, cpu) in configs.items():
         read = [(doc, lengths[doc]) for _, doc in reads]
