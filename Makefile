@@ -60,7 +60,7 @@ bench-scale: $(VENV)/.bench-installed
 	$(BIN)/python bench/scale.py $(if $(SIZES),--sizes $(SIZES))
 
 # Snakemake's SLURM executor plugin (requirements-cluster.txt), for `kvlab run -- --profile profiles/slurm`:
-# see the README, "On a cluster".
+# see docs/cluster.md.
 cluster-install: $(VENV)/.cluster-installed
 
 format: $(VENV)/.dev-installed

@@ -6,9 +6,9 @@
 # `make run` creates); tests/test_workflow.py fails on any other lint.
 
 
-# Every config file Snakemake reads is read as data (kvlab/config.py): a config.yaml with `__use_yte__: true`
+# Every config file Snakemake reads is read as data (kvlab/workflow/config.py): a config.yaml with `__use_yte__: true`
 # would otherwise run code as Snakemake reads it, before any check.
-from kvlab.config import guard_snakemake
+from kvlab.workflow.config import guard_snakemake
 
 guard_snakemake()
 
@@ -38,4 +38,4 @@ include: "rules/plots.smk"
 rule all:
     default_target: True
     input:
-        pipeline.all_targets(config),
+        paths.all_targets(config),

@@ -1,5 +1,5 @@
 """Hash flooding: ids crafted to share one slot under a fixed hash, against kvlab's interner (simple tabulation
-with random tables, kvlab/dense.py), beside the fixed Fibonacci hash it replaced, in one run.
+with random tables, kvlab/workloads/dense.py), beside the fixed Fibonacci hash it replaced, in one run.
 
 ``python bench/hash_flood.py [--ids N]``: per hash and per id set (crafted, random), the CPU seconds of interning
 N ids and the mean slots looked at per lookup. The crafted ids collide under the fixed hash at every table size
@@ -13,7 +13,7 @@ import time
 import numpy as np
 from numba import njit
 
-from kvlab.dense import Interner
+from kvlab.workloads.dense import Interner
 
 GOLDEN = 0x9E3779B97F4A7C15
 LOW = 22

@@ -1,4 +1,4 @@
-"""Is ``--max-memory``'s projection (``kvlab/memory.py``) never below what a command really holds?
+"""Is ``--max-memory``'s projection (``kvlab/util/memory.py``) never below what a command really holds?
 
 For each command and synthetic Mooncake trace: the command's peak resident memory (``VmHWM``, read by its own
 process as it ends) above start-up (``kvlab replay``'s peak on a tiny trace: Python, numpy, numba and the kernels;
@@ -43,7 +43,7 @@ from kvlab.cache.compiled import FOOTPRINT  # noqa: E402
 from kvlab.cache.eviction import EVICTION_POLICIES  # noqa: E402
 from kvlab.cache.write_policies import WRITE_POLICIES  # noqa: E402
 from kvlab.cli.policies import PANDAS_BYTES  # noqa: E402
-from kvlab.memory import Footprint, Meter  # noqa: E402
+from kvlab.util.memory import Footprint, Meter  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
 
 MODEL_CONFIG = ROOT / "models" / "Qwen2.5-7B-Instruct" / "config.json"
@@ -74,7 +74,7 @@ MRC = Footprint(access=12, request=72, key=88, fixed=FOOTPRINT.fixed)
 # Run in the measured process: record the meter's largest projection, run the command, write both with VmHWM.
 CHILD = """
 import json, sys
-import kvlab.memory as memory
+import kvlab.util.memory as memory
 meters = []
 init = memory.Meter.__init__
 def register(self, *args, **kwargs):
@@ -158,7 +158,7 @@ def commands(trace, out, gpu, cpu):
         TTFT_MODEL,
         *workload,
         *plan,
-        "--cpu-gb-grid",
+        "--cpu-gib-grid",
         "4,100000",
         "--out",
         out / "budgets.csv",
@@ -178,7 +178,7 @@ def commands(trace, out, gpu, cpu):
         "mrc": ["mrc", *workload],
         "mrc --curve": ["mrc", *workload, "--curve", out / "curve.csv"],
         "mrc --gpu-tokens": ["mrc", *workload, "--gpu-tokens", gpu],
-        "plan": ["plan", *workload, *plan, "--cpu-gb", "8"],
+        "plan": ["plan", *workload, *plan, "--cpu-gib", "8"],
         "policies table": [*table, "--write-policies", "write-through", "--evictions", "lru"],
         "policies table --all": [
             *table,

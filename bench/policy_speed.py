@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from bench.replay_speed import DEFAULT_TRACE, Loaded  # noqa: E402
 from kvlab.cache.eviction import EVICTION_POLICIES  # noqa: E402
 from kvlab.cache.write_policies import WRITE_POLICIES, make_cache  # noqa: E402
-from kvlab.replay import figures, overall, replay  # noqa: E402
+from kvlab.loop import figures, overall, replay  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
 
 BLOCK = 512

@@ -4,7 +4,7 @@ All sides replay the same block accesses (the trace's hash IDs, 512-token blocks
 block has its own size). The bare loop is the least any LRU replay must do: one single-tier
 size-aware LRU, one dict lookup and one move or insert per access, no prefix logic, no statistics.
 The bare two-tier loop adds a CPU tier under the lab's write-through rule, block by block: the dict
-work of a two-tier replay without its prefix logic. The replay is ``kvlab.replay.replay`` as the
+work of a two-tier replay without its prefix logic. The replay is ``kvlab.loop.replay`` as the
 command line runs it (prefix lookup on both tiers, write-through, tail-first refresh, per-round
 figures), on requests already read into memory, so all sides time the same work minus parsing.
 Reading the trace is timed apart, and the whole command line (``CLI s``) once per point.
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kvlab.cache.write_policies import WriteThrough  # noqa: E402
-from kvlab.replay import replay  # noqa: E402
+from kvlab.loop import replay  # noqa: E402
 from kvlab.workloads import MooncakeWorkload  # noqa: E402
 
 DEFAULT_TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"

@@ -26,8 +26,8 @@ sys, its children included) and peak memory (``ru_maxrss``) from ``os.wait4``:
 * ``mrc``: ``python -m kvlab mrc --workload mooncake --trace T --block-tokens 512``, the whole
   command (the exact curve of the GPU tier at every room).
 * ``plan``: ``python -m kvlab plan --workload mooncake --trace T --model-config
-  models/Qwen2.5-7B-Instruct/config.json --gpu-tokens G --cpu-gb 4 --write-policy write-through
-  --chunk-tokens 512``, the whole command (``--plan-cpu-gb`` for another budget).
+  models/Qwen2.5-7B-Instruct/config.json --gpu-tokens G --cpu-gib 4 --write-policy write-through
+  --chunk-tokens 512``, the whole command (``--plan-cpu-gib`` for another budget).
 
 A kvlab command that fails (a stop by ``--max-memory``, a kill) is a row marked failed, with its last
 line on stderr, not the end of the run. Every row runs first on a tiny trace (``1k``: 38 requests,
@@ -64,7 +64,7 @@ end (a warning if they differ). Needs the bench extra (``make bench-scale``). ``
 25 minutes on 2 cores, and kvcache-simulator's peak there is about 11 GB. Usage::
 
     .venv/bin/python bench/scale.py [--sizes 1x,4x,16x[,100m]] [--gpu-tokens G] [--repeat N]
-        [--plan-cpu-gb GIB] [--peer-memory 16G] [--json FILE] [--traces DIR]
+        [--plan-cpu-gib GIB] [--peer-memory 16G] [--json FILE] [--traces DIR]
 """
 
 import argparse
@@ -249,8 +249,8 @@ def kvlab_command(command, trace, *flags):
     return [sys.executable, "-m", "kvlab", command, "--workload", "mooncake", "--trace", str(trace), *flags]
 
 
-def plan_command(trace, gpu_tokens, cpu_gb):
-    flags = ["--model-config", MODEL_CONFIG, "--gpu-tokens", gpu_tokens, "--cpu-gb", f"{cpu_gb:g}"]
+def plan_command(trace, gpu_tokens, cpu_gib):
+    flags = ["--model-config", MODEL_CONFIG, "--gpu-tokens", gpu_tokens, "--cpu-gib", f"{cpu_gib:g}"]
     return kvlab_command("plan", trace, *map(str, flags), "--write-policy", "write-through")
 
 
@@ -371,7 +371,7 @@ def agree(checks, name, **values):
     return same
 
 
-def measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb=4.0, check=True, repeat=1, skip=None):
+def measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gib=4.0, check=True, repeat=1, skip=None):
     """Every row's CPU seconds, peak bytes and hits on one trace, and the checks' figures. ``skip``: ``{row:
     reason}`` for peers not run at this size."""
     skip = skip or {}
@@ -380,7 +380,7 @@ def measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb=4.0, check=Tru
     commands = {
         "replay": kvlab_command("replay", trace, "--gpu-tokens", str(gpu_tokens)),
         "mrc": kvlab_command("mrc", trace),
-        "plan": plan_command(trace, gpu_tokens, plan_cpu_gb),
+        "plan": plan_command(trace, gpu_tokens, plan_cpu_gib),
     }
     for name, command in commands.items():
         run = measured(command, repeat)
@@ -504,11 +504,11 @@ def measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb=4.0, check=Tru
     return rows, checks
 
 
-def startup(capacity, gpu_tokens, folder, repeat, traces, plan_cpu_gb):
+def startup(capacity, gpu_tokens, folder, repeat, traces, plan_cpu_gib):
     """Each row's command on the tiny trace, twice (warm-up, then measured): its start-up peak and CPU."""
     trace = scale_traces.ensure(TINY, traces, log=lambda line: None)["path"]
-    measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb, check=False)  # warm-up
-    rows = measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gb, check=False, repeat=repeat)[0]
+    measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gib, check=False)  # warm-up
+    rows = measure_size(trace, capacity, gpu_tokens, folder, plan_cpu_gib, check=False, repeat=repeat)[0]
     failed = {row: f["note"] for row, f in rows.items() if f["status"] != "ok"}
     if failed:
         sys.exit(f"start-up runs on the tiny trace failed: {failed}")
@@ -633,8 +633,9 @@ def main(argv=None):
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma-separated (default {DEFAULT_SIZES}; add 100m)")
     parser.add_argument("--gpu-tokens", type=int, help="the room G (default: a quarter of the 1x distinct blocks)")
     parser.add_argument(
-        "--plan-cpu-gb", type=float, default=4.0, help="the plan row's --cpu-gb (GiB; default 4), model Qwen2.5-7B"
+        "--plan-cpu-gib", type=float, default=4.0, help="the plan row's --cpu-gib (GiB; default 4), model Qwen2.5-7B"
     )
+    parser.add_argument("--plan-cpu-gb", dest="plan_cpu_gib", type=float, help=argparse.SUPPRESS)  # its former name
     parser.add_argument(
         "--peer-memory",
         default="16G",
@@ -673,7 +674,7 @@ def main(argv=None):
     print(
         f"room G = {gpu_tokens:,} tokens = {capacity:,} blocks of {BLOCK}"
         f" ({'given' if args.gpu_tokens else f'a quarter of the 1x trace distinct {sources[0].distinct:,} blocks'});"
-        f" plan: {MODEL_CONFIG.relative_to(ROOT)}, --cpu-gb {args.plan_cpu_gb:g}; {os.cpu_count()} CPUs",
+        f" plan: {MODEL_CONFIG.relative_to(ROOT)}, --cpu-gib {args.plan_cpu_gib:g}; {os.cpu_count()} CPUs",
         flush=True,
     )
     work = Path(args.json).parent
@@ -682,7 +683,7 @@ def main(argv=None):
         "gpu_tokens": gpu_tokens,
         "capacity_blocks": capacity,
         "block_tokens": BLOCK,
-        "plan": {"model_config": str(MODEL_CONFIG.relative_to(ROOT)), "cpu_gb": args.plan_cpu_gb},
+        "plan": {"model_config": str(MODEL_CONFIG.relative_to(ROOT)), "cpu_gib": args.plan_cpu_gib},
         "peer_memory_bytes": peer_memory,
         "repeat": args.repeat,
         "code": code_stamp(),
@@ -694,7 +695,7 @@ def main(argv=None):
     }
     with tempfile.TemporaryDirectory(dir=work) as folder:
         start = time.perf_counter()
-        base = startup(capacity, gpu_tokens, folder, args.repeat, args.traces, args.plan_cpu_gb)
+        base = startup(capacity, gpu_tokens, folder, args.repeat, args.traces, args.plan_cpu_gib)
         result["startup"] = {row: {"cpu_s": f["cpu_s"], "peak_bytes": f["peak_bytes"]} for row, f in base.items()}
         print(f"start-up runs on the tiny trace: {time.perf_counter() - start:.1f} s", flush=True)
         for size in sizes:
@@ -704,7 +705,7 @@ def main(argv=None):
                 print(f"{size}: {peer} skipped: {reason}", flush=True)
             start = time.perf_counter()
             rows, checks = measure_size(
-                meta["path"], capacity, gpu_tokens, folder, args.plan_cpu_gb, repeat=args.repeat, skip=skip
+                meta["path"], capacity, gpu_tokens, folder, args.plan_cpu_gib, repeat=args.repeat, skip=skip
             )
             for row, f in rows.items():
                 ok = f["status"] == "ok"

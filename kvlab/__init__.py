@@ -1,9 +1,15 @@
 """kvlab: a reproducible lab, and a planning tool, for KV-cache offloading in LLM serving.
 
-The three lab scripts (``kvsim``, ``scenario``, ``summarize``) are standard-library only and also work when
-copied alone. The domain is grouped by concern (``cache``, ``workloads``, ``replay``, ``curves``, ``sizing``,
-``latency``, ``measure``, ``report``); ``cli`` is every command (``kvlab COMMAND``), the only layer that parses
-arguments; ``config``, ``pipeline``, ``runs`` and ``freshness`` serve the Snakemake workflow.
+Layers, bottom to top (tests/test_imports.py holds them; docs/layout.md lists every folder): ``util`` (no domain
+knowledge), ``workloads`` (where requests come from), ``cache`` (the engines and their settings), ``loop`` (the one
+request loop), ``curves`` and ``designs``, ``sizing``, ``latency``, ``measure``, ``report``, ``api`` (the Python
+API), ``workflow`` (what the Snakefile needs; never imports ``cli``), and ``cli`` (every command, the only layer
+that parses arguments). The three lab scripts (``kvsim``, ``scenario``, ``summarize``) stand beside them:
+standard library only, they also work when copied alone, and only their command wrappers import them.
+
+From Python: ``kvlab.plan(...)``, ``kvlab.replay(...)``, ``kvlab.curve(...)`` and ``kvlab.size(...)`` are the
+functions of ``kvlab/api.py`` (what ``kvlab plan``, ``replay``, ``mrc`` and ``size`` run; docs/python.md),
+imported when first used, so that ``import kvlab`` stays light.
 """
 
 
@@ -30,3 +36,20 @@ def _numba_cache_folder():
 
 
 _numba_cache_folder()
+
+
+FUNCTIONS = ("plan", "replay", "curve", "size")  # kvlab.api's, as kvlab.plan(...) and so on
+
+
+def __getattr__(name):
+    """``kvlab.plan``, ``kvlab.replay``, ``kvlab.curve``, ``kvlab.size``: kvlab.api's functions, imported on first
+    use (the request loop they run is the module :mod:`kvlab.loop`)."""
+    if name in FUNCTIONS:
+        from kvlab import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'kvlab' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *FUNCTIONS})

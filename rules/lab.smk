@@ -3,54 +3,54 @@
 
 rule lab_run:
     input:
-        stamp=stamp("lab_run", run_args),
+        stamp=line_stamp("lab_run"),
         code=code("scenario"),
     output:
         artifact("results/{run}.json", caption="../report/lab_run.rst", category="1. The lab"),
     log:
         "logs/lab_run/{run}.log",
     wildcard_constraints:
-        run=pipeline.name_pattern(config["runs"]),
+        run=paths.name_pattern(config["runs"]),
     params:
-        args=run_args,
+        settings=of(commands.run_settings, "run"),
+        passes=lambda wildcards: commands.listed(config["runs"][wildcards.run]["passes"]),
     run:
-        pipeline.run_job(line("scenario {params.args}"), log[0], stdout=output[0])
+        kvlab("scenario {params.settings} --passes {params.passes}", log, stdout=output[0])
 
 
 rule sweep_point:
     input:
-        stamp=stamp("sweep_point", sweep_point_args),
+        stamp=line_stamp("sweep_point"),
         code=code("scenario"),
     output:
-        pipeline.sweep_point_path("{sweep}", "{value}"),
+        paths.sweep_point_path("{sweep}", "{value}"),
     log:
         "logs/sweep_point/{sweep}/{value}.log",
     wildcard_constraints:
-        sweep=pipeline.name_pattern(config["sweeps"]),
+        sweep=paths.name_pattern(config["sweeps"]),
         value=r"\d+",
     params:
-        args=sweep_point_args,
+        settings=of(commands.sweep_point_settings, "sweep", "value"),
+        passes=lambda wildcards: commands.listed(config["sweeps"][wildcards.sweep]["passes"]),
     run:
-        pipeline.run_job(line("scenario {params.args}"), log[0], stdout=output[0])
+        kvlab("scenario {params.settings} --passes {params.passes}", log, stdout=output[0])
 
 
 rule sweep_collect:
     input:
-        stamp=stamp("sweep_collect", sweep_record, sweep_points),
-        points=sweep_points,
+        stamp=line_stamp("sweep_collect", of(paths.sweep_points, "sweep")),
+        points=of(paths.sweep_points, "sweep"),
         code=code("collect"),
     output:
         artifact("results/{sweep}.json", caption="../report/sweep.rst", category="1. The lab"),
     log:
         "logs/sweep_collect/{sweep}.log",
     wildcard_constraints:
-        sweep=pipeline.name_pattern(config["sweeps"]),
+        sweep=paths.name_pattern(config["sweeps"]),
     params:
-        record=sweep_record,
+        record=of(commands.sweep_record, "sweep"),
     run:
-        pipeline.run_job(
-            line(
-                "collect --pass {params.record[pass]} --value {params.record[value]} --out {output:q} {input.points:q}"
-            ),
-            log[0],
+        kvlab(
+            "collect --pass {params.record[pass]} --value {params.record[value]} --out {output:q} {input.points:q}",
+            log,
         )

@@ -1,18 +1,23 @@
 # The measurement: the SYNTHETIC example generator, the byte-for-byte copy, and the summary.
+EXAMPLE = commands.example_measurement_flags(config)
 
 
 rule example_measurement:
     input:
-        stamp=stamp("example_measurement", pipeline.example_measurement_args(config)),
+        stamp=line_stamp("example_measurement"),
         code=code("example-measurement"),
     output:
-        artifact(pipeline.EXAMPLE_MEASUREMENT),
+        artifact(paths.EXAMPLE_MEASUREMENT),
     log:
         "logs/example_measurement.log",
     params:
-        args=pipeline.example_measurement_args(config),
+        **EXAMPLE,
     run:
-        pipeline.run_job(line("example-measurement {params.args} --out {output:q}"), log[0])
+        kvlab(
+            "example-measurement {params.configs} {params.passes} {params.latency} --docs {params.docs}"
+            " --tokens {params.tokens} --jitter {params.jitter} --seed {params.seed} --out {output:q}",
+            log,
+        )
 
 
 rule measurement_copy:
@@ -20,7 +25,7 @@ rule measurement_copy:
         source=config["measurement"]["source"],
         stamp=stamp("measurement_copy", config["measurement"]["source"]),
     output:
-        artifact("results/ttft.jsonl"),
+        artifact(paths.MEASUREMENT),
     log:
         "logs/measurement_copy.log",
     shell:
@@ -30,13 +35,13 @@ rule measurement_copy:
 rule measured:
     input:
         code=code("summarize"),
-        measurement="results/ttft.jsonl",
+        measurement=paths.MEASUREMENT,
     output:
-        artifact("results/measured.json", caption="../report/measured.rst", category="1. The lab"),
+        artifact(paths.MEASURED, caption="../report/measured.rst", category="1. The lab"),
     log:
         "logs/measured.log",
     run:
-        pipeline.run_job(line("summarize {input.measurement:q} {output:q}"), log[0])
+        kvlab("summarize {input.measurement:q} {output:q}", log)
 
 
 # A real server's measurement (config.yaml's real_measurement), when there is one: its summary, and the TTFT
@@ -49,35 +54,32 @@ if "real_measurement" in config:
             measurement=config["real_measurement"]["source"],
         output:
             artifact(
-                pipeline.REAL_MEASURED,
-                caption="../report/measured.rst",
-                category="5. A real server",
+                paths.REAL_MEASURED, caption="../report/measured.rst", category="5. A real server"
             ),
         log:
             "logs/real/measured.log",
         run:
-            pipeline.run_job(line("summarize {input.measurement:q} {output:q}"), log[0])
+            kvlab("summarize {input.measurement:q} {output:q}", log)
 
     rule real_ttft_fit:
         input:
-            stamp=stamp("real_ttft_fit", pipeline.real_fit_args(config)),
+            stamp=line_stamp("real_ttft_fit"),
             code=code("ttft"),
             measurement=config["real_measurement"]["source"],
         output:
-            model=artifact(pipeline.REAL_MODEL),
+            model=artifact(paths.REAL_MODEL),
             table=artifact(
-                pipeline.REAL_TABLE,
+                paths.REAL_TABLE,
                 caption="../report/predicted_vs_measured_table.rst",
                 category="5. A real server",
             ),
         log:
             "logs/real/fit.log",
         params:
-            args=pipeline.real_fit_args(config),
+            setting=commands.real_fit_args(config),
         run:
-            pipeline.run_job(
-                line(
-                    "ttft fit --measurement {input.measurement:q} {params.args} --model {output.model:q} --table {output.table:q}"
-                ),
-                log[0],
+            kvlab(
+                "ttft fit --measurement {input.measurement:q} {params.setting}"
+                " --model {output.model:q} --table {output.table:q}",
+                log,
             )

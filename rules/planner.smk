@@ -5,21 +5,24 @@
 rule mrc_gpu:
     input:
         unpack(mrc_inputs),
-        stamp=stamp("mrc_gpu", mrc_args),
+        stamp=line_stamp("mrc_gpu"),
     output:
-        curve=artifact(pipeline.mrc_path("{workload}", "{block}")),
-        cliffs=artifact(pipeline.mrc_path("{workload}", "{block}", suffix="json")),
+        curve=artifact(paths.mrc_path("{workload}", "{block_tokens}")),
+        cliffs=artifact(paths.mrc_path("{workload}", "{block_tokens}", suffix="json")),
     log:
-        "logs/mrc/{workload}/block{block}-gpu.log",
+        "logs/mrc/{workload}/block{block_tokens}-gpu.log",
     wildcard_constraints:
-        workload=pipeline.name_pattern(config["mrc"]["workloads"]),
-        block=r"\d+",
+        workload=paths.name_pattern(config["mrc"]["workloads"]),
+        block_tokens=r"\d+",
     params:
-        args=mrc_args,
+        workload=of(commands.workload_args, "workload"),
+        rules=block_rules,
+        target=commands.mrc_target(config),
     run:
-        pipeline.run_job(
-            line("mrc {params.args} --curve {output.curve:q}"),
-            log[0],
+        kvlab(
+            "mrc {params.workload} --block-tokens {wildcards.block_tokens} {params.rules} {params.target}"
+            " --curve {output.curve:q}",
+            log,
             stdout=output.cliffs,
         )
 
@@ -27,22 +30,27 @@ rule mrc_gpu:
 rule mrc_cpu:
     input:
         unpack(mrc_inputs),
-        stamp=stamp("mrc_cpu", mrc_args),
+        stamp=line_stamp("mrc_cpu"),
     output:
-        curve=artifact(pipeline.mrc_path("{workload}", "{block}", "{gpu}")),
-        cliffs=artifact(pipeline.mrc_path("{workload}", "{block}", "{gpu}", suffix="json")),
+        curve=artifact(paths.mrc_path("{workload}", "{block_tokens}", "{gpu_tokens}")),
+        cliffs=artifact(
+            paths.mrc_path("{workload}", "{block_tokens}", "{gpu_tokens}", suffix="json")
+        ),
     log:
-        "logs/mrc/{workload}/block{block}-cpu-at-gpu{gpu}.log",
+        "logs/mrc/{workload}/block{block_tokens}-cpu-at-gpu{gpu_tokens}.log",
     wildcard_constraints:
-        workload=pipeline.name_pattern(config["mrc"]["workloads"]),
-        block=r"\d+",
-        gpu=r"\d+",
+        workload=paths.name_pattern(config["mrc"]["workloads"]),
+        block_tokens=r"\d+",
+        gpu_tokens=r"\d+",
     params:
-        args=mrc_args,
+        workload=of(commands.workload_args, "workload"),
+        rules=block_rules,
+        target=commands.mrc_target(config),
     run:
-        pipeline.run_job(
-            line("mrc {params.args} --curve {output.curve:q}"),
-            log[0],
+        kvlab(
+            "mrc {params.workload} --block-tokens {wildcards.block_tokens} {params.rules} {params.target}"
+            " --gpu-tokens {wildcards.gpu_tokens} --curve {output.curve:q}",
+            log,
             stdout=output.cliffs,
         )
 
@@ -50,18 +58,22 @@ rule mrc_cpu:
 rule plan:
     input:
         unpack(plan_inputs),
-        stamp=stamp("plan", plan_args),
+        stamp=line_stamp("plan"),
     output:
         artifact(
-            pipeline.plan_path("{plan}"),
-            caption="../report/plan.rst",
-            category="3. Capacity planner",
+            paths.plan_path("{plan}"), caption="../report/plan.rst", category="3. Capacity planner"
         ),
     log:
         "logs/plan/{plan}.log",
     wildcard_constraints:
-        plan=pipeline.name_pattern(config["plans"]),
+        plan=paths.name_pattern(config["plans"]),
     params:
-        args=plan_args,
+        workload=plan_workload_args,
+        rules=plan_block_rules,
+        plan=of(commands.plan_flags, "plan"),
     run:
-        pipeline.run_job(line("plan {params.args}"), log[0], stdout=output[0])
+        kvlab(
+            "plan {params.workload} {params.rules} --model-config {input.model:q} {params.plan}",
+            log,
+            stdout=output[0],
+        )

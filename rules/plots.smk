@@ -4,12 +4,12 @@
 
 rule plot:
     input:
-        stamp=stamp("plot", plot_artifacts, plot_args),
+        stamp=line_stamp("plot", plot_artifacts),
         code=code("plots"),
         artifacts=plot_artifacts,
     output:
         artifact(
-            pipeline.plot_path("{plot}"),
+            paths.plot_path("{plot}"),
             caption="../report/plot.rst",
             category="Figures",
             labels={"figure": "{plot}"},
@@ -17,11 +17,8 @@ rule plot:
     log:
         "logs/plots/{plot}.log",
     wildcard_constraints:
-        plot=pipeline.name_pattern(PLOT_INPUTS),
+        plot=paths.name_pattern(PLOT_INPUTS),
     params:
-        args=plot_args,
+        note=of(commands.plot_args, "plot"),
     run:
-        pipeline.run_job(
-            line("plots {wildcards.plot} {params.args} --out {output:q} {input.artifacts:q}"),
-            log[0],
-        )
+        kvlab("plots {wildcards.plot} {params.note} --out {output:q} {input.artifacts:q}", log)

@@ -1,36 +1,44 @@
-# Block-level replay (kvlab/replay.py): one job per workload and (GPU, CPU, block) point of its
+# Block-level replay (kvlab/loop.py): one job per workload and (GPU, CPU, block) point of its
 # grid, folded into one table per workload.
 
 
 rule replay_point:
     input:
         unpack(replay_inputs),
-        stamp=stamp("replay_point", replay_args),
+        stamp=line_stamp("replay_point"),
     output:
-        artifact(pipeline.replay_point_path("{workload}", "{gpu}", "{cpu}", "{block}")),
+        artifact(
+            paths.replay_point_path("{workload}", "{gpu_tokens}", "{cpu_tokens}", "{block_tokens}")
+        ),
     log:
-        "logs/replay/{workload}/gpu{gpu}-cpu{cpu}-block{block}.log",
+        "logs/replay/{workload}/gpu{gpu_tokens}-cpu{cpu_tokens}-block{block_tokens}.log",
     wildcard_constraints:
-        workload=pipeline.name_pattern(config["replay"]["workloads"]),
-        gpu=r"\d+",
-        cpu=r"\d+",
-        block=r"\d+",
+        workload=paths.name_pattern(config["replay"]["workloads"]),
+        gpu_tokens=r"\d+",
+        cpu_tokens=r"\d+",
+        block_tokens=r"\d+",
     params:
-        args=replay_args,
+        workload=of(commands.workload_args, "workload"),
+        cache=of(commands.cache_args, "workload"),
     run:
-        pipeline.run_job(line("replay {params.args}"), log[0], stdout=output[0])
+        kvlab(
+            "replay {params.workload} --gpu-tokens {wildcards.gpu_tokens} --cpu-tokens {wildcards.cpu_tokens}"
+            " --block-tokens {wildcards.block_tokens} {params.cache}",
+            log,
+            stdout=output[0],
+        )
 
 
 rule replay_table:
     input:
-        stamp=stamp("replay_table", replay_points),
-        points=replay_points,
+        stamp=stamp("replay_table", of(paths.replay_points, "workload")),
+        points=of(paths.replay_points, "workload"),
         code=code("replay-table"),
     output:
-        artifact(pipeline.replay_table_path("{workload}")),
+        artifact(paths.replay_table_path("{workload}")),
     log:
         "logs/replay_table/{workload}.log",
     wildcard_constraints:
-        workload=pipeline.name_pattern(config["replay"]["workloads"]),
+        workload=paths.name_pattern(config["replay"]["workloads"]),
     run:
-        pipeline.run_job(line("replay-table --out {output:q} {input.points:q}"), log[0])
+        kvlab("replay-table --out {output:q} {input.points:q}", log)

@@ -4,68 +4,69 @@
 
 rule ttft_fit:
     input:
-        stamp=stamp("ttft_fit", pipeline.ttft_fit_args(config)),
+        stamp=line_stamp("ttft_fit"),
         code=code("ttft"),
-        measurement=pipeline.MEASUREMENT,
+        measurement=paths.MEASUREMENT,
     output:
-        model=artifact(pipeline.TTFT_MODEL),
+        model=artifact(paths.TTFT_MODEL),
         table=artifact(
-            pipeline.TTFT_TABLE,
+            paths.TTFT_TABLE,
             caption="../report/predicted_vs_measured_table.rst",
             category="4. From hits to time",
         ),
     log:
         "logs/ttft/fit.log",
     params:
-        args=pipeline.ttft_fit_args(config),
+        setting=commands.setting_args(config["ttft"]["setting"]),
     run:
-        pipeline.run_job(
-            line(
-                "ttft fit --measurement {input.measurement:q} {params.args} --model {output.model:q} --table {output.table:q}"
-            ),
-            log[0],
+        kvlab(
+            "ttft fit --measurement {input.measurement:q} {params.setting}"
+            " --model {output.model:q} --table {output.table:q}",
+            log,
         )
 
 
 rule ttft_sweep:
     input:
-        stamp=stamp("ttft_sweep", ttft_sweep_args),
+        stamp=line_stamp("ttft_sweep"),
         code=code("ttft"),
-        model=pipeline.TTFT_MODEL,
+        model=paths.TTFT_MODEL,
     output:
-        artifact(pipeline.ttft_sweep_path("{sweep}")),
+        artifact(paths.ttft_sweep_path("{sweep}")),
     log:
         "logs/ttft/sweep-{sweep}.log",
     wildcard_constraints:
-        sweep=pipeline.name_pattern(config["ttft"]["sweeps"]),
+        sweep=paths.name_pattern(config["ttft"]["sweeps"]),
     params:
-        args=ttft_sweep_args,
+        sweep=of(commands.ttft_sweep_flags, "sweep"),
     run:
-        pipeline.run_job(
-            line("ttft sweep --model {input.model:q} {params.args} --out {output:q}"),
-            log[0],
+        kvlab(
+            "ttft sweep --model {input.model:q} {params.sweep[setting]} --passes {params.sweep[passes]}"
+            " --vary {params.sweep[vary]} --grid {params.sweep[grid]} --out {output:q}",
+            log,
         )
 
 
-rule ttft_budgets:
-    input:
-        unpack(ttft_budgets_inputs),
-        stamp=stamp(
-            "ttft_budgets",
-            pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
-        ),
-    output:
-        artifact(pipeline.ttft_budgets_path("{plan}")),
-    log:
-        "logs/ttft/budgets-{plan}.log",
-    wildcard_constraints:
-        plan=pipeline.name_pattern(
-            [config["ttft"]["budgets"]["plan"]] if "budgets" in config["ttft"] else []
-        ),
-    params:
-        args=pipeline.ttft_budgets_args(config) if "budgets" in config["ttft"] else "",
-    run:
-        pipeline.run_job(
-            line("ttft budgets --model {input.model:q} {params.args} --out {output:q}"),
-            log[0],
-        )
+if "budgets" in config["ttft"]:
+    BUDGETS = commands.ttft_budgets_flags(config)
+
+    rule ttft_budgets:
+        input:
+            unpack(ttft_budgets_inputs),
+            stamp=line_stamp("ttft_budgets"),
+        output:
+            artifact(paths.ttft_budgets_path("{plan}")),
+        log:
+            "logs/ttft/budgets-{plan}.log",
+        wildcard_constraints:
+            plan=paths.name_pattern([config["ttft"]["budgets"]["plan"]]),
+        params:
+            **BUDGETS,
+            workload=plan_workload_args,
+            rules=plan_block_rules,
+        run:
+            kvlab(
+                "ttft budgets --model {input.model:q} {params.workload} {params.rules}"
+                " --model-config {input.model_config:q} {params.plan} --cpu-gib-grid {params.budgets} --out {output:q}",
+                log,
+            )

@@ -17,7 +17,9 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from kvlab import freshness, kernels
+from kvlab.util import kernels
+from kvlab.workflow import freshness
+from kvlab.workflow.kernels import warm
 from kvlab.workloads import Request, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +32,7 @@ def pytest_configure(config):
     """Compile the kernels once, before the workers start (pytest-xdist's controller, or a plain run), so that
     no worker or scratch copy compiles them again."""
     if not hasattr(config, "workerinput") and not kernels.compiled():
-        kernels.warm()
+        warm()
 
 
 def pytest_collection_modifyitems(items):

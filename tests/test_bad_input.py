@@ -34,7 +34,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import ROOT, SCHEMA, deleter, kvlab, load_config, setter  # noqa: E402
 
-from kvlab import pipeline  # noqa: E402
+from kvlab.workflow import paths  # noqa: E402
 
 R = str(ROOT)
 BIG = str(2**70)
@@ -46,7 +46,7 @@ DEEP = "[" * 100000
 MODEL_CONFIG = (ROOT / "models" / "Qwen2.5-1.5B-Instruct" / "config.json").read_text()
 TTFT_MODEL = (ROOT / "results" / "ttft" / "model.json").read_text()
 SCENARIO_OUT = (ROOT / "results" / "cyclic.json").read_text()
-REPLAY_POINT = (ROOT / pipeline.replay_points(load_config(), "lab")[0]).read_text()  # the grids' first point
+REPLAY_POINT = (ROOT / paths.replay_points(load_config(), "lab")[0]).read_text()  # the grids' first point
 BUDGETS_CSV = (ROOT / "results" / "ttft" / "budgets-lab.csv").read_text()
 CLIFF_JSON = (ROOT / "results" / "cliff.json").read_text()
 SWEEP_CSV = (ROOT / "results" / "ttft" / "sweep-cliff.csv").read_text()
@@ -475,28 +475,28 @@ add_many(
     PLAN,
     [
         ("no-model-config", {"--model-config": None}, 2, "the following arguments are required: --model-config"),
-        ("no-gpu-room", {"--gpu-tokens": None}, 2, "one of the arguments --gpu-tokens --gpu-gb is required"),
-        ("gpu-tokens-and-gb", ["--gpu-gb", "1"], 2, "argument --gpu-gb: not allowed with argument --gpu-tokens"),
+        ("no-gpu-room", {"--gpu-tokens": None}, 2, "one of the arguments --gpu-tokens --gpu-gib is required"),
+        ("gpu-tokens-and-gib", ["--gpu-gib", "1"], 2, "argument --gpu-gib: not allowed with argument --gpu-tokens"),
         ("unknown-flag", ["--cpu-tokens", "5"], 2, "unrecognized arguments"),
         ("engine-unknown", ["--engine", "tgi"], 2, "argument --engine: invalid choice: 'tgi'"),
         ("engine-twice", ["--engine", "vllm", "--engine", "sglang"], 2, "~--engine"),
         ("kv-dtype-int4", ["--kv-dtype", "int4"], 2, "argument --kv-dtype: invalid choice"),
-        ("duplicate-flag", ["--cpu-gb", "1", "--cpu-gb", "2"], 2, "~--cpu-gb"),
-        ("cpu-gb-negative", ["--cpu-gb", "-1"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
-        ("cpu-gb-nan", ["--cpu-gb", "nan"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
-        ("cpu-gb-inf", ["--cpu-gb", "inf"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
-        ("cpu-gb-empty", ["--cpu-gb", ""], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
-        ("cpu-gb-1e999999999", ["--cpu-gb", HUGE_EXP], 2, "argument --cpu-gb: expected at most 1099511627776 GiB"),
-        ("cpu-gb-5000-digits", ["--cpu-gb", DIGITS], 2, "argument --cpu-gb:"),
-        ("cpu-gb-2**40+1", ["--cpu-gb", str(2**40 + 1)], 2, "argument --cpu-gb: expected at most 1099511627776 GiB"),
+        ("duplicate-flag", ["--cpu-gib", "1", "--cpu-gib", "2"], 2, "~--cpu-gib"),
+        ("cpu-gib-negative", ["--cpu-gib", "-1"], 2, "argument --cpu-gib: expected a number of GiB >= 0"),
+        ("cpu-gib-nan", ["--cpu-gib", "nan"], 2, "argument --cpu-gib: expected a number of GiB >= 0"),
+        ("cpu-gib-inf", ["--cpu-gib", "inf"], 2, "argument --cpu-gib: expected a number of GiB >= 0"),
+        ("cpu-gib-empty", ["--cpu-gib", ""], 2, "argument --cpu-gib: expected a number of GiB >= 0"),
+        ("cpu-gib-1e999999999", ["--cpu-gib", HUGE_EXP], 2, "argument --cpu-gib: expected at most 1099511627776 GiB"),
+        ("cpu-gib-5000-digits", ["--cpu-gib", DIGITS], 2, "argument --cpu-gib:"),
+        ("cpu-gib-2**40+1", ["--cpu-gib", str(2**40 + 1)], 2, "argument --cpu-gib: expected at most 1099511627776 GiB"),
         (
-            "cpu-gb-19-places",
-            ["--cpu-gb", "0." + "0" * 18 + "1"],
+            "cpu-gib-19-places",
+            ["--cpu-gib", "0." + "0" * 18 + "1"],
             2,
-            "argument --cpu-gb: expected at most 18 decimal places",
+            "argument --cpu-gib: expected at most 18 decimal places",
         ),
-        ("cpu-gb-hex", ["--cpu-gb", "0x10"], 2, "argument --cpu-gb: expected a number of GiB >= 0"),
-        ("gpu-gb-2**70", {"--gpu-tokens": None, "+": ["--gpu-gb", BIG]}, 2, "~--gpu-gb"),
+        ("cpu-gib-hex", ["--cpu-gib", "0x10"], 2, "argument --cpu-gib: expected a number of GiB >= 0"),
+        ("gpu-gib-2**70", {"--gpu-tokens": None, "+": ["--gpu-gib", BIG]}, 2, "~--gpu-gib"),
         ("gpu-tokens-2**70", {"--gpu-tokens": BIG}, 2, "argument --gpu-tokens: expected a whole number <="),
         ("tp-zero", ["--tp", "0"], 2, "argument --tp: expected a whole number >= 1"),
         ("tp-2**21", ["--tp", str(2**21)], 2, "argument --tp: expected a whole number <= 1048576"),
@@ -771,9 +771,14 @@ add_many(
         ("no-table", {"--table": None}, 2, "the following arguments are required: --table"),
         ("unknown-flag", ["--grid", "1"], 2, "unrecognized arguments"),
         ("duplicate-flag", ["--docs", "3"], 2, "~--docs"),
-        ("config-no-rooms", ["--config", "other"], 2, "argument --config: expected NAME:GPU,CPU"),
-        ("config-bad-room", ["--config", "other:1,x"], 2, "argument --config: expected NAME:GPU,CPU"),
-        ("config-negative-room", ["--config", "other:-1,0"], 2, "argument --config: expected NAME:GPU,CPU"),
+        ("config-no-rooms", ["--config", "other"], 2, "argument --config: expected NAME:GPU_TOKENS,CPU_TOKENS"),
+        ("config-bad-room", ["--config", "other:1,x"], 2, "argument --config: expected NAME:GPU_TOKENS,CPU_TOKENS"),
+        (
+            "config-negative-room",
+            ["--config", "other:-1,0"],
+            2,
+            "argument --config: expected NAME:GPU_TOKENS,CPU_TOKENS",
+        ),
         ("config-room-2**70", ["--config", f"other:{BIG},0"], 2, "argument --config: expected a whole number <="),
         ("config-twice", ["--config", "baseline:20,0"], 2, "--config: a config name is given twice"),
         ("pass-bad-order", ["--pass", "p3:sideways"], 2, "argument --pass: expected NAME:fwd or NAME:rev"),
@@ -824,7 +829,7 @@ add("ttft fit", "fit-every-doc", [*FIT, "--fit-doc", "0", "--fit-doc", "1"], 1, 
 add("ttft fit", "server-unknown", [*FIT, "--server", "sglang"], 2, "argument --server: invalid choice", FIT_FILES)
 
 
-SWEEP = ["--model", "model.json", "--docs", "2", "--tokens", "10", "--passes", "fwd,fwd", "--vary", "gpu"]
+SWEEP = ["--model", "model.json", "--docs", "2", "--tokens", "10", "--passes", "fwd,fwd", "--vary", "gpu_tokens"]
 SWEEP += ["--grid", "0,10", "--out", "out.csv"]
 SWEEP_FILES = {"model.json": TTFT_MODEL, "out.csv": OLD}
 
@@ -843,15 +848,15 @@ add_many(
         ("no-vary", {"--vary": None}, 2, "the following arguments are required: --vary"),
         ("no-model", {"--model": None}, 2, "the following arguments are required: --model"),
         ("unknown-flag", ["--config", "a:1,2"], 2, "unrecognized arguments"),
-        ("duplicate-flag", ["--vary", "cpu"], 2, "~--vary"),
+        ("duplicate-flag", ["--vary", "cpu_tokens"], 2, "~--vary"),
         ("vary-choice", {"--vary": "tokens"}, 2, "argument --vary: invalid choice"),
         ("grid-empty", {"--grid": ""}, 2, "argument --grid: expected a whole number >= 0"),
         ("grid-repeated", {"--grid": "10,10"}, 2, "argument --grid: rooms in tokens: an item is given twice"),
         ("grid-negative", {"--grid": "-1"}, 2, "argument --grid: expected a whole number >= 0"),
         ("grid-2**70", {"--grid": f"0,{BIG}"}, 2, "argument --grid: expected a whole number <="),
         ("grid-float", {"--grid": "0,1.5"}, 2, "argument --grid: expected a whole number >= 0"),
-        ("gpu-nan", ["--gpu", "nan"], 2, "argument --gpu: expected a whole number >= 0"),
-        ("cpu-1e999999999", ["--cpu", HUGE_EXP], 2, "argument --cpu: expected a whole number >= 0"),
+        ("gpu-nan", ["--gpu-tokens", "nan"], 2, "argument --gpu-tokens: expected a whole number >= 0"),
+        ("cpu-1e999999999", ["--cpu-tokens", HUGE_EXP], 2, "argument --cpu-tokens: expected a whole number >= 0"),
         ("write-policy-choice", ["--write-policy", "lru"], 2, "argument --write-policy: invalid choice"),
         (
             "docs-too-many",
@@ -897,36 +902,46 @@ for id, text, message in [
     add("ttft sweep", f"model-{id}", SWEEP, 1, message, {**SWEEP_FILES, "model.json": text})
 
 BUDGETS = ["--model", "model.json", "--workload", "lab", "--docs", "2", "--tokens", "10", "--model-config", "cfg.json"]
-BUDGETS += ["--gpu-tokens", "10", "--cpu-gb-grid", "0,1", "--out", "out.csv"]
+BUDGETS += ["--gpu-tokens", "10", "--cpu-gib-grid", "0,1", "--out", "out.csv"]
 BUDGETS_FILES = {"model.json": TTFT_MODEL, "cfg.json": MODEL_CONFIG, "out.csv": OLD}
 add_many(
     "ttft budgets",
     BUDGETS,
     [
-        ("no-grid", {"--cpu-gb-grid": None}, 2, "the following arguments are required: --cpu-gb-grid"),
+        ("no-grid", {"--cpu-gib-grid": None}, 2, "the following arguments are required: --cpu-gib-grid"),
         ("no-model-config", {"--model-config": None}, 2, "the following arguments are required: --model-config"),
-        ("no-gpu-room", {"--gpu-tokens": None}, 2, "one of the arguments --gpu-tokens --gpu-gb is required"),
-        ("gpu-tokens-and-gb", ["--gpu-gb", "1"], 2, "argument --gpu-gb: not allowed with argument --gpu-tokens"),
+        ("no-gpu-room", {"--gpu-tokens": None}, 2, "one of the arguments --gpu-tokens --gpu-gib is required"),
+        ("gpu-tokens-and-gib", ["--gpu-gib", "1"], 2, "argument --gpu-gib: not allowed with argument --gpu-tokens"),
         ("unknown-flag", ["--target-hit-ratio", "0.5"], 2, "unrecognized arguments"),
         ("duplicate-flag", ["--tp", "1", "--tp", "2"], 2, "~--tp"),
-        ("grid-empty", {"--cpu-gb-grid": ""}, 2, "argument --cpu-gb-grid: expected a number of GiB >= 0"),
-        ("grid-nan", {"--cpu-gb-grid": "0,nan"}, 2, "argument --cpu-gb-grid: expected a number of GiB >= 0"),
-        ("grid-inf", {"--cpu-gb-grid": "Infinity"}, 2, "argument --cpu-gb-grid: expected a number of GiB >= 0"),
-        ("grid-repeated", {"--cpu-gb-grid": "1,1.0"}, 2, "argument --cpu-gb-grid: GiB amounts: an item is given twice"),
-        ("grid-negative", {"--cpu-gb-grid": "-1"}, 2, "argument --cpu-gb-grid: expected a number of GiB >= 0"),
-        ("grid-2**41", {"--cpu-gb-grid": str(2**41)}, 2, "argument --cpu-gb-grid: expected at most 1099511627776 GiB"),
-        ("grid-1e999999999", {"--cpu-gb-grid": HUGE_EXP}, 2, "argument --cpu-gb-grid: expected at most"),
+        ("grid-empty", {"--cpu-gib-grid": ""}, 2, "argument --cpu-gib-grid: expected a number of GiB >= 0"),
+        ("grid-nan", {"--cpu-gib-grid": "0,nan"}, 2, "argument --cpu-gib-grid: expected a number of GiB >= 0"),
+        ("grid-inf", {"--cpu-gib-grid": "Infinity"}, 2, "argument --cpu-gib-grid: expected a number of GiB >= 0"),
+        (
+            "grid-repeated",
+            {"--cpu-gib-grid": "1,1.0"},
+            2,
+            "argument --cpu-gib-grid: GiB amounts: an item is given twice",
+        ),
+        ("grid-negative", {"--cpu-gib-grid": "-1"}, 2, "argument --cpu-gib-grid: expected a number of GiB >= 0"),
+        (
+            "grid-2**41",
+            {"--cpu-gib-grid": str(2**41)},
+            2,
+            "argument --cpu-gib-grid: expected at most 1099511627776 GiB",
+        ),
+        ("grid-1e999999999", {"--cpu-gib-grid": HUGE_EXP}, 2, "argument --cpu-gib-grid: expected at most"),
         (
             "grid-19-places",
-            {"--cpu-gb-grid": "1." + "0" * 18 + "1"},
+            {"--cpu-gib-grid": "1." + "0" * 18 + "1"},
             2,
-            "argument --cpu-gb-grid: expected at most 18 decimal places",
+            "argument --cpu-gib-grid: expected at most 18 decimal places",
         ),
         (
-            "gpu-gb-nan",
-            {"--gpu-tokens": None, "+": ["--gpu-gb", "nan"]},
+            "gpu-gib-nan",
+            {"--gpu-tokens": None, "+": ["--gpu-gib", "nan"]},
             2,
-            "argument --gpu-gb: expected a number of GiB >= 0",
+            "argument --gpu-gib: expected a number of GiB >= 0",
         ),
         ("tp-zero", ["--tp", "0"], 2, "argument --tp: expected a whole number >= 1"),
         ("write-policy-choice", ["--write-policy", "write-around"], 2, "argument --write-policy: invalid choice"),
@@ -1156,8 +1171,8 @@ add_many(
         ("no-decode", {"--decode-ms": None}, 2, "the following arguments are required: --decode-ms"),
         ("unknown-flag", ["--model", "m.json"], 2, "unrecognized arguments"),
         ("duplicate-flag", ["--seed", "2"], 2, "~--seed"),
-        ("config-bad", {"--config": "baseline"}, 2, "argument --config: expected NAME:GPU,CPU"),
-        ("config-empty", {"--config": ""}, 2, "argument --config: expected NAME:GPU,CPU"),
+        ("config-bad", {"--config": "baseline"}, 2, "argument --config: expected NAME:GPU_TOKENS,CPU_TOKENS"),
+        ("config-empty", {"--config": ""}, 2, "argument --config: expected NAME:GPU_TOKENS,CPU_TOKENS"),
         ("config-twice", ["--config", "baseline:20,0"], 2, "~--config"),
         ("pass-bad", {"--pass": "p1:both"}, 2, "argument --pass: expected NAME:fwd or NAME:rev"),
         ("pass-twice", ["--pass", "p1:rev"], 2, "~--pass"),
@@ -1283,8 +1298,8 @@ config_case(
 )
 config_case(
     "1e999",
-    spliced(CONFIG_TEXT, ("plans", "lab", "cpu_gb"), "1.0e+999"),
-    "~plans.lab.cpu_gb: not a finite number",
+    spliced(CONFIG_TEXT, ("plans", "lab", "cpu_gib"), "1.0e+999"),
+    "~plans.lab.cpu_gib: not a finite number",
 )
 config_case("docs-string", config_yaml(setting(["scenario", "docs"], "ten")), "~scenario.docs:")
 config_case("docs-float", config_yaml(setting(["scenario", "docs"], 10.5)), "~scenario.docs:")
@@ -1300,7 +1315,7 @@ config_case(
 config_case("eviction-bad", config_yaml(setting(["replay", "gpu_eviction"], "mru")), "~replay.gpu_eviction")
 config_case("block-zero", config_yaml(setting(["replay", "rooms", "block_tokens"], [0])), "~replay.rooms.block_tokens")
 config_case("ratio-2", config_yaml(setting(["mrc", "target_hit_ratio"], 2)), "~mrc.target_hit_ratio")
-config_case("cpu-gb-negative", config_yaml(setting(["plans", "lab", "cpu_gb"], -1)), "~plans.lab.cpu_gb")
+config_case("cpu-gib-negative", config_yaml(setting(["plans", "lab", "cpu_gib"], -1)), "~plans.lab.cpu_gib")
 config_case(
     "jitter-string", config_yaml(setting(["example_measurement", "jitter"], "0.03")), "~example_measurement.jitter"
 )
@@ -1638,7 +1653,7 @@ def test_plan_takes_a_tebibyte_of_cpu():
             f"{R}/models/Qwen2.5-1.5B-Instruct/config.json",
             "--gpu-tokens",
             "100",
-            "--cpu-gb",
+            "--cpu-gib",
             "1024",
         )
     )
@@ -1647,7 +1662,7 @@ def test_plan_takes_a_tebibyte_of_cpu():
 
 def test_plan_takes_the_largest_gib_amounts(tmp_path):
     config = f"{R}/models/Qwen2.5-1.5B-Instruct/config.json"
-    ok(kvlab("plan", *PLAN[:6], "--model-config", config, "--gpu-gb", "0." + "0" * 17 + "1", "--cpu-gb", str(2**40)))
+    ok(kvlab("plan", *PLAN[:6], "--model-config", config, "--gpu-gib", "0." + "0" * 17 + "1", "--cpu-gib", str(2**40)))
 
 
 def test_replay_takes_a_gpu_room_of_2_53_tokens():

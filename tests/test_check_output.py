@@ -1,5 +1,5 @@
-"""`kvlab check`'s output (kvlab/cli/check.py, kvlab/freshness.py): one line saying what it compared when results/
-is up to date, and repair lines whose paths are quoted for the shell, whatever a file under results/ is called.
+"""`kvlab check`'s output (kvlab/cli/check.py, kvlab/workflow/freshness.py): one line saying what it compared when
+results/ is up to date, and repair lines whose paths are quoted for the shell, whatever a file under results/ is called.
 
 The regeneration itself (a full pipeline run) is tests/test_workflow.py's; here it is stood in for.
 """
@@ -10,8 +10,8 @@ import subprocess
 import pytest
 from conftest import kvlab
 
-from kvlab import freshness
 from kvlab.cli import check as check_cli
+from kvlab.workflow import freshness
 
 # Names a file under results/ may have that a shell would read as more than a path.
 HOSTILE = [

@@ -54,7 +54,7 @@ def loaded_after(*argv):
 
 def test_a_command_imports_only_its_own_code():
     replay = loaded_after("replay", "--workload", "lab", "--docs", "2", "--tokens", "10", "--gpu-tokens", "5")
-    assert "kvlab.replay" in replay and "kvlab.cli.replay" in replay
+    assert "kvlab.loop" in replay and "kvlab.cli.replay" in replay
     assert not {module for module in replay if module.startswith(("kvlab.curves", "kvlab.report", "kvlab.latency"))}
     assert "kvlab.cli.mrc" not in replay and "kvlab.cli.plots" not in replay
     scenario = loaded_after("scenario", "--docs", "2")
@@ -98,3 +98,10 @@ def test_a_due_compile_is_announced_on_a_terminal_only(monkeypatch, stream):
         if stream is Terminal
         else ""
     )
+
+
+@pytest.mark.parametrize(("command", "flag"), [("scenario", "--gpu"), ("replay", "--gpu-tokens")])
+def test_a_flag_given_twice_is_refused_alike_by_the_lab_script_and_the_commands(command, flag):
+    """kvlab/cli/base.py's ``Once`` and the scenario script's own copy: the same rule, the same line."""
+    done = kvlab(command, flag, "1", flag, "2")
+    assert done.returncode == 2 and done.stderr == f"kvlab {command}: error: argument {flag}: given twice\n"

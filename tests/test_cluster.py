@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from conftest import ROOT, run_pipeline, tool
 
-from kvlab.freshness import compare, results_of
+from kvlab.workflow.freshness import compare, results_of
 
 pytestmark = pytest.mark.pipeline
 

@@ -14,13 +14,13 @@ from conftest import ROOT, toy_workloads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.cache.compiled import COMPILE_WORTH, CompiledLRU, compiled_cache, fastest_cache
-from kvlab.cache.write_policies import WRITE_POLICIES, WriteThrough
+from kvlab.cache.compiled import COMPILE_WORTH, CompiledLRU, has
+from kvlab.cache.write_policies import WRITE_POLICIES, CacheSettings, WriteThrough
 from kvlab.curves.mrc import tier_curve
-from kvlab.dense import Interner
-from kvlab.replay import replay, rows_of
-from kvlab.stream import concatenate, group_blocks
+from kvlab.loop import replay, rows_of
 from kvlab.workloads import LabWorkload, MooncakeWorkload
+from kvlab.workloads.dense import Interner
+from kvlab.workloads.stream import concatenate, group_blocks
 
 TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 RULES = st.fixed_dictionaries(
@@ -136,10 +136,16 @@ def test_equal_sizes_curve_refuses_partial_blocks():
 @pytest.mark.parametrize("gpu_eviction", ["lru", "fifo", "opt"])
 def test_the_compiled_engine_takes_write_through_lru_only(policy, gpu_eviction):
     settings = {"gpu_eviction": gpu_eviction, "cpu_eviction": "lru"}
-    compiled = compiled_cache(policy, 100, 100, 10, **settings)
-    assert (compiled is not None) == (policy == "write-through" and gpu_eviction == "lru")
+    compiled = has(CacheSettings(gpu_tokens=100, cpu_tokens=100, block_tokens=1, write_policy=policy, **settings))
+    assert compiled == (policy == "write-through" and gpu_eviction == "lru")
     workload = LabWorkload(1, docs=COMPILE_WORTH, tokens=1, passes="fwd")
-    assert isinstance(fastest_cache(workload, policy, 100, 100, **settings), CompiledLRU) == (compiled is not None)
+    assert isinstance(fastest_cache(workload, policy, 100, 100, **settings), CompiledLRU) == compiled
+
+
+def fastest_cache(workload, write_policy, gpu_tokens, cpu_tokens, **settings):
+    """The engine the replay command builds for ``workload`` (kvlab/cli/flags.py's ``build_cache``)."""
+    rooms = {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "block_tokens": workload.block_tokens}
+    return CacheSettings(**rooms, write_policy=write_policy, **settings).build(workload)
 
 
 def test_small_workloads_and_those_whose_tokens_could_overflow_64_bits_use_the_reference():

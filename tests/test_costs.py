@@ -159,7 +159,7 @@ def test_bad_costs_are_refused():
             WindowCosts(*args)
 
 
-PLAN = ["plan", "--workload", "lab", "--model-config", GEMMA_3, "--gpu-gb", "1", "--cpu-gb", "2"]
+PLAN = ["plan", "--workload", "lab", "--model-config", GEMMA_3, "--gpu-gib", "1", "--cpu-gib", "2"]
 
 
 def plan(*args):
@@ -173,7 +173,7 @@ def plan(*args):
 def test_in_window_budgets_are_the_smallest_rooms_that_reach_them():
     """The ``in-window`` plan of a window model: its figures are a replay in bytes at its rooms, its budgets reach
     their hits and one byte less does not, and it needs less CPU than ``all-layers``."""
-    from kvlab.replay import overall, replay
+    from kvlab.loop import overall, replay
     from kvlab.workloads import LabWorkload
 
     result = plan("--window-rule", "in-window", "--target-hit-ratio", "0.5")
@@ -203,7 +203,7 @@ def test_in_window_budgets_are_the_smallest_rooms_that_reach_them():
         room = low
         assert -(-room // per_token) == tokens and hits(room - 1)[0] < goal <= hits(room)[0]
     everything = plan("--window-rule", "all-layers")
-    assert result["cpu_gb_for_full_reuse"] < everything["cpu_gb_for_full_reuse"]
+    assert result["cpu_gib_for_full_reuse"] < everything["cpu_gib_for_full_reuse"]
     assert result["cache"]["window_rule"] == "in-window" and everything["cache"]["window_rule"] == "all-layers"
 
 

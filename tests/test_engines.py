@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.cache.write_policies import make_cache
-from kvlab.replay import replay
+from kvlab.loop import replay
 from kvlab.sizing.engines import ENGINES, engine_settings
 from kvlab.sizing.model_size import read_model_config
 from kvlab.workloads import WORKLOADS
@@ -66,7 +66,7 @@ def test_mla_is_one_copy_for_vllm_and_sglang_counts_the_indexer():
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_plan_ends_with_the_engine_settings(engine):
     args = ["--workload", "lab", "--model-config", MODELS / "Qwen2.5-7B-Instruct" / "config.json"]
-    args += ["--gpu-tokens", "21520", "--cpu-gb", "1.5", "--tp", "2"]
+    args += ["--gpu-tokens", "21520", "--cpu-gib", "1.5", "--tp", "2"]
     plain = json.loads(kvlab("plan", *args).stdout)
     done = kvlab("plan", *args, "--engine", engine)
     assert done.returncode == 0, done.stderr
@@ -103,7 +103,7 @@ def test_hicache_size_never_exceeds_the_budget_and_the_hit_ratio_is_what_it_give
     within one GB of it; the hit ratio shown for the setting is a replay at the tokens that size pools
     (SGLang: hicache_size * 1e9 // bytes per token), and a note says it was rounded down."""
     budget = f"{units / 10**4:.4f}"
-    done = kvlab("plan", *LAB, "--cpu-gb", budget, "--tp", tp, "--engine", "sglang")
+    done = kvlab("plan", *LAB, "--cpu-gib", budget, "--tp", tp, "--engine", "sglang")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     found = result["engine"]
@@ -111,7 +111,7 @@ def test_hicache_size_never_exceeds_the_budget_and_the_hit_ratio_is_what_it_give
     assert size * 10**9 <= Fraction(budget) * 2**30 < (size + 1) * 10**9
     per_token = result["model"]["bytes_per_token"]
     assert found["cpu_tokens"] == size * 10**9 // per_token
-    assert found["cpu_gb_effective"] == round(size * 10**9 / 2**30, 4)
+    assert found["cpu_gib_effective"] == round(size * 10**9 / 2**30, 4)
     rows = replay(WORKLOADS["lab"](256), make_cache("write-through", 21520, found["cpu_tokens"], 256))
     hits, inputs = sum(row[5] + row[6] for row in rows), sum(row[2] for row in rows)
     assert found["token_hit_ratio"] == round(hits / inputs, 6)
@@ -120,8 +120,8 @@ def test_hicache_size_never_exceeds_the_budget_and_the_hit_ratio_is_what_it_give
         note.startswith(f"--hicache-size is whole decimal GB per rank, rounded down: {size} GB")
         for note in found["notes"]
     ) == bool(rounded)
-    table = kvlab("plan", *LAB, "--cpu-gb", budget, "--tp", tp, "--engine", "sglang", "--format", "table").stdout
-    assert f"what it holds per GPU: {found['cpu_gb_effective']} GiB = {found['cpu_tokens']:,} tokens" in table
+    table = kvlab("plan", *LAB, "--cpu-gib", budget, "--tp", tp, "--engine", "sglang", "--format", "table").stdout
+    assert f"what it holds per GPU: {found['cpu_gib_effective']} GiB = {found['cpu_tokens']:,} tokens" in table
     if size:
         assert f"--hicache-size {size} " in table
 
@@ -129,7 +129,7 @@ def test_hicache_size_never_exceeds_the_budget_and_the_hit_ratio_is_what_it_give
 def test_the_issue_example_12_5_gib():
     """12.5 GiB per rank is 13.42 GB: --hicache-size 13 (12.1 GiB), not 14 (13.04 GiB, past the budget)."""
     found = engine_settings("sglang", "12.5", 8, None, "write-through", LLAMA)
-    assert hicache_size(found) == 13 and found["cpu_gb_effective"] == round(13e9 / 2**30, 4)
+    assert hicache_size(found) == 13 and found["cpu_gib_effective"] == round(13e9 / 2**30, 4)
     assert found["host_ram_gib"] <= 12.5 * 8
 
 
@@ -163,7 +163,7 @@ def test_the_engines_carry_their_own_chunk(trace, chunk):
         "--model-config",
         MODELS / "Qwen2.5-7B-Instruct" / "config.json",
     ]
-    args += ["--gpu-tokens", "100000", "--cpu-gb", "20", *(["--chunk-tokens", chunk] if chunk else [])]
+    args += ["--gpu-tokens", "100000", "--cpu-gib", "20", *(["--chunk-tokens", chunk] if chunk else [])]
     lmcache = json.loads(kvlab("plan", *args, "--engine", "lmcache").stdout)
     sglang = json.loads(kvlab("plan", *args, "--engine", "sglang").stdout)
     assert lmcache["cache"]["trace_block_tokens"] == 512
@@ -180,10 +180,10 @@ def test_the_engines_carry_their_own_chunk(trace, chunk):
 
 
 def test_lab_default_chunk_is_lmcaches_and_coarser_than_sglangs_pages():
-    lmcache = json.loads(kvlab("plan", *LAB, "--cpu-gb", "2", "--engine", "lmcache").stdout)["engine"]
+    lmcache = json.loads(kvlab("plan", *LAB, "--cpu-gib", "2", "--engine", "lmcache").stdout)["engine"]
     assert lmcache["environment"]["LMCACHE_CHUNK_SIZE"] == "256"
     assert not any("coarser" in note for note in lmcache["notes"])
-    sglang = json.loads(kvlab("plan", *LAB, "--cpu-gb", "2", "--engine", "sglang").stdout)["engine"]
+    sglang = json.loads(kvlab("plan", *LAB, "--cpu-gib", "2", "--engine", "sglang").stdout)["engine"]
     assert "--page-size" not in sglang["flags"]
     assert any(
         note.startswith("the replay's unit (256 tokens) is coarser than SGLang's 1-token pages")

@@ -7,8 +7,9 @@ import shlex
 import pytest
 from conftest import ROOT, kvlab, load_config
 
-from kvlab import pipeline, scenario, summarize
+from kvlab import scenario, summarize
 from kvlab.measure import example as example_measurement
+from kvlab.workflow import commands, paths
 
 LATENCY = {"gpu_hit": 30.0, "cpu_load": 48.6, "recompute": 576.0, "store_overhead": 30.0, "decode": 210.0}
 PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]
@@ -74,7 +75,7 @@ def test_summary_shows_the_labs_findings(tmp_path):
 
 
 def test_cli_with_the_pipelines_arguments_is_deterministic(tmp_path, config):
-    args = shlex.split(pipeline.example_measurement_args(config))
+    args = shlex.split(commands.job_args(config, "example_measurement"))
     outputs = []
     for name in ("a.jsonl", "b.jsonl"):
         done = kvlab("example-measurement", *args, "--out", tmp_path / name)
@@ -87,10 +88,10 @@ def test_cli_with_the_pipelines_arguments_is_deterministic(tmp_path, config):
 
 def test_committed_example_is_what_the_pipelines_command_writes(tmp_path):
     """results/example/ttft.synthetic.jsonl is byte for byte what ``kvlab example-measurement`` writes today."""
-    args = shlex.split(pipeline.example_measurement_args(load_config()))
+    args = shlex.split(commands.job_args(load_config(), "example_measurement"))
     done = kvlab("example-measurement", *args, "--out", tmp_path / "ttft.jsonl")
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "ttft.jsonl").read_bytes() == (ROOT / pipeline.EXAMPLE_MEASUREMENT).read_bytes()
+    assert (tmp_path / "ttft.jsonl").read_bytes() == (ROOT / paths.EXAMPLE_MEASUREMENT).read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -106,7 +107,7 @@ def test_committed_example_is_what_the_pipelines_command_writes(tmp_path):
     ],
 )
 def test_cli_rejects_bad_arguments(tmp_path, config, bad):
-    args = shlex.split(pipeline.example_measurement_args(config))
+    args = shlex.split(commands.job_args(config, "example_measurement"))
     out = tmp_path / "x.jsonl"
     done = kvlab("example-measurement", *args, *bad, "--out", out)
     assert done.returncode == 2

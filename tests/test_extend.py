@@ -12,10 +12,10 @@ import pytest
 import yaml
 from conftest import ROOT, load_config, results_tree, run_pipeline, scratch_copy
 
-from kvlab import pipeline
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.config import validate
+from kvlab.workflow import checks
+from kvlab.workflow.config import validate
 
 pytestmark = pytest.mark.pipeline
 
@@ -36,7 +36,7 @@ def shrink(config):
 def valid(config):
     try:
         validate(config)
-        pipeline.check_config(config)
+        checks.check_config(config)
     except ValueError:
         return False
     return True
@@ -157,7 +157,7 @@ def test_every_list_but_the_exempt_and_every_map_is_extended(extended):
     _, _, maps, lists, exempt = extended
     assert set(exempt) == EXEMPT
     assert {"runs", "sweeps", "replay.workloads", "plans", "example_measurement.passes"} <= set(maps)
-    assert {"sweeps.cliff.grid", "replay.rooms.gpu_tokens", "mrc.block_tokens", "ttft.budgets.cpu_gb"} <= set(lists)
+    assert {"sweeps.cliff.grid", "replay.rooms.gpu_tokens", "mrc.block_tokens", "ttft.budgets.cpu_gib"} <= set(lists)
 
 
 def test_the_extended_run_is_what_a_regeneration_makes(extended):

@@ -1,4 +1,4 @@
-"""Hash flooding: ids crafted to share one slot of a fixed hash cost kvlab's interner (kvlab/dense.py) no more
+"""Hash flooding: ids crafted to share one slot of a fixed hash cost kvlab's interner (kvlab/workloads/dense.py) no more
 lookups than random ids, end to end through ``kvlab replay``, and the ids it gives are the same whatever its
 random tables (first appearance, checked against a dict)."""
 
@@ -10,9 +10,9 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import dense
 from kvlab.cli import main
-from kvlab.dense import Interner, random_tables
+from kvlab.workloads import dense
+from kvlab.workloads.dense import Interner, random_tables
 
 spec = importlib.util.spec_from_file_location("hash_flood", ROOT / "bench" / "hash_flood.py")
 hash_flood = importlib.util.module_from_spec(spec)

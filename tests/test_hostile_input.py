@@ -19,8 +19,8 @@ from conftest import ROOT, kvlab, load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline
-from kvlab.config import line_of
+from kvlab.workflow import checks, commands
+from kvlab.workflow.config import line_of
 
 HANG_GUARD = 120  # seconds: only a guard against a hang, never a measure of speed
 MOONCAKE_LINE = {"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]}
@@ -73,7 +73,7 @@ MUTATIONS = {
         lambda c: "example_measurement",
     ),
     "a CPU budget of 1e300 GiB": (
-        lambda c: c["plans"][first(c["plans"])].update(cpu_gb=1e300),
+        lambda c: c["plans"][first(c["plans"])].update(cpu_gib=1e300),
         lambda c: f"plans.{first(c['plans'])}",
     ),
     "10**8 documents": (lambda c: c["scenario"].update(docs=10**8), lambda c: "runs."),
@@ -133,20 +133,20 @@ def test_the_job_bound_names_the_sections_that_pass_it():
     """The bound is on the sum of every section's jobs; the committed config is far below it, a grid of the
     bound's size is over it."""
     config = load_config()
-    counts = pipeline.job_counts(config)
-    assert sum(counts.values()) < pipeline.MAX_JOBS
-    config["sweeps"][grid_sweep(config)]["grid"] = list(range(pipeline.MAX_JOBS))
-    expected = pipeline.job_counts(config)["sweeps"]
-    assert expected > pipeline.MAX_JOBS
-    with pytest.raises(pipeline.ConfigError, match=rf"sweeps {expected:,}"):
-        pipeline.check_config(config)
+    counts = checks.job_counts(config)
+    assert sum(counts.values()) < checks.MAX_JOBS
+    config["sweeps"][grid_sweep(config)]["grid"] = list(range(checks.MAX_JOBS))
+    expected = checks.job_counts(config)["sweeps"]
+    assert expected > checks.MAX_JOBS
+    with pytest.raises(checks.ConfigError, match=rf"sweeps {expected:,}"):
+        checks.check_config(config)
 
 
 def test_every_job_line_of_the_committed_config_parses():
     """The lines the config check parses are the jobs' own: each names a command and its flags parse."""
     from kvlab.cli.config import refusal
 
-    lines = list(pipeline.job_lines(load_config()))
+    lines = list(commands.job_lines(load_config()))
     assert {line.split()[0] for _, line in lines} >= {"scenario", "replay", "mrc", "plan", "ttft", "plots"}
     parsers = {}
     assert [line for _, line in lines if refusal(parsers, line.split())] == []
@@ -260,7 +260,7 @@ SLACK = 2**20  # the bomb's slack in these tests (the command's own is larger): 
 
 def test_a_compression_bomb_stops_at_once(tmp_path, monkeypatch):
     """A .gz of nothing but newlines expands about 1,000 times: refused past the slack, not read for minutes."""
-    from kvlab import files
+    from kvlab.util import files
 
     monkeypatch.setattr(files, "EXPANSION_SLACK", SLACK)
     bomb = tmp_path / "bomb.jsonl.gz"
@@ -273,7 +273,7 @@ def test_a_compression_bomb_stops_at_once(tmp_path, monkeypatch):
 def test_a_trace_that_expands_like_a_real_one_is_read(tmp_path, monkeypatch):
     """Past the slack, a trace as repetitive as a trace can be (one id, one length, its timestamps counting up)
     stays under the ratio."""
-    from kvlab import files
+    from kvlab.util import files
 
     monkeypatch.setattr(files, "EXPANSION_SLACK", SLACK)
     trace = tmp_path / "trace.jsonl.gz"
@@ -369,7 +369,7 @@ def test_totals_past_64_bits_are_refused_not_wrapped():
             ROOT / "models/Qwen2.5-1.5B-Instruct/config.json",
             "--gpu-tokens",
             100,
-            "--cpu-gb",
+            "--cpu-gib",
             1,
         ),
     ):

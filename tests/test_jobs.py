@@ -1,4 +1,4 @@
-"""How the pipeline runs a job (kvlab/pipeline.py: run_job, code_stamp): in Snakemake's process or its own, the
+"""How the pipeline runs a job (kvlab/workflow/jobs.py, stamps.py): in Snakemake's process or its own, the
 result written whole or not at all, the log kept; and the one stamp of code per command."""
 
 import json
@@ -8,26 +8,26 @@ import threading
 import pytest
 from conftest import ROOT, kvlab
 
-from kvlab import pipeline
+from kvlab.cli import COMMANDS, main
+from kvlab.workflow import jobs, stamps
 
 TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 LAB = "replay --workload lab --docs 3 --tokens 100 --block-tokens 10 --gpu-tokens 120"
+COLLECT = f"kvlab.cli.{COMMANDS['collect'][0]}"  # the module of `kvlab collect`, as the Snakefile names it
 
 
 def test_a_job_writes_what_the_command_prints(tmp_path):
     out, log = tmp_path / "point.json", tmp_path / "point.log"
-    pipeline.run_job(LAB, log, stdout=out)
+    jobs.run_job(main, LAB, log, stdout=out)
     assert out.read_text() == kvlab(*LAB.split()).stdout
     assert log.read_text() == "" and not (tmp_path / "point.json.tmp").exists()
 
 
-def test_a_trace_job_runs_in_a_process_of_its_own_and_gives_the_same_bytes(tmp_path, monkeypatch):
+def test_a_trace_job_runs_in_a_process_of_its_own_and_gives_the_same_bytes(tmp_path):
     line = f"replay --workload mooncake --trace {TRACE} --gpu-tokens 1000000 --cpu-tokens 4000000"
     called = []
-    monkeypatch.setattr("kvlab.cli.main", lambda argv: called.append(argv) or 1)  # never reached
-    pipeline.run_job(line, tmp_path / "log", stdout=tmp_path / "out.json")
-    monkeypatch.undo()
-    assert called == []
+    jobs.run_job(lambda argv: called.append(argv) or 1, line, tmp_path / "log", stdout=tmp_path / "out.json")
+    assert called == []  # never in this process
     assert (tmp_path / "out.json").read_text() == kvlab(*line.split()).stdout
 
 
@@ -36,8 +36,8 @@ def test_a_failing_job_raises_keeps_its_log_and_leaves_no_output(tmp_path, trace
     out, log = tmp_path / "point.json", tmp_path / "point.log"
     out.write_text("OLD\n")
     line = f"replay --workload mooncake --trace {tmp_path / 'missing.jsonl'} --gpu-tokens 1" if trace else LAB + " -x"
-    with pytest.raises(pipeline.JobError, match=f"kvlab replay failed .*see {log}"):
-        pipeline.run_job(line, log, stdout=out)
+    with pytest.raises(jobs.JobError, match=f"kvlab replay failed .*see {log}"):
+        jobs.run_job(main, line, log, stdout=out)
     assert log.read_text().startswith("kvlab replay: error: ")
     assert out.read_text() == "OLD\n" and not (tmp_path / "point.json.tmp").exists()
 
@@ -47,7 +47,7 @@ def test_jobs_in_threads_keep_their_outputs_apart(tmp_path):
     lines = [LAB.replace("--gpu-tokens 120", f"--gpu-tokens {gpu}") for gpu in range(0, 400, 20)]
     threads = [
         threading.Thread(
-            target=pipeline.run_job, args=(line, tmp_path / f"{n}.log"), kwargs={"stdout": tmp_path / f"{n}.json"}
+            target=jobs.run_job, args=(main, line, tmp_path / f"{n}.log"), kwargs={"stdout": tmp_path / f"{n}.json"}
         )
         for n, line in enumerate(lines)
     ]
@@ -63,22 +63,22 @@ def test_the_code_stamp_follows_the_files_times(tmp_path):
     """One stamp per command lists its files with their times and sizes: rewritten (so newer) when one changes,
     left alone otherwise."""
     root = tmp_path / "copy"
-    for name in pipeline.command_code("collect"):
+    for name in stamps.command_code(COLLECT):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes((ROOT / name).read_bytes())
     previous = os.getcwd()
     os.chdir(root)
     try:
-        path = pipeline.code_stamp.__wrapped__("collect", str(root))
+        path = stamps.code_stamp.__wrapped__("collect", COLLECT, str(root))
         stamp = root / path
         listed = json.loads(stamp.read_text())
-        assert sorted(listed) == pipeline.command_code("collect")
+        assert sorted(listed) == stamps.command_code(COLLECT)
         before = stamp.stat().st_mtime_ns
         os.utime(stamp, ns=(before - 10**9, before - 10**9))
-        pipeline.code_stamp.__wrapped__("collect", str(root))
+        stamps.code_stamp.__wrapped__("collect", COLLECT, str(root))
         assert stamp.stat().st_mtime_ns == before - 10**9  # nothing changed: not rewritten
         os.utime(root / "kvlab/report/sweep.py", ns=(10**18, 10**18))
-        pipeline.code_stamp.__wrapped__("collect", str(root))
+        stamps.code_stamp.__wrapped__("collect", COLLECT, str(root))
         assert stamp.stat().st_mtime_ns > before - 10**9
         assert json.loads(stamp.read_text())["kvlab/report/sweep.py"][0] == 10**18
     finally:
@@ -89,18 +89,19 @@ def test_the_import_cache_reparses_a_changed_module_and_survives_a_bad_file(tmp_
     """work/stamps/imports.json keeps each module's import names by its time and size: a no-op run parses nothing,
     an edited module is parsed again (its new import counts), and a broken cache file is ignored."""
     root = tmp_path / "copy"
-    for name in pipeline.command_code("collect"):
+    for name in stamps.command_code(COLLECT):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes((ROOT / name).read_bytes())
-    cache = root / pipeline.STAMPS / "imports.json"
+    cache = root / stamps.STAMPS / "imports.json"
 
     def files():
-        for function in (pipeline.imported, pipeline.import_cache, pipeline.command_code):
+        for function in (stamps.imported, stamps.import_cache, stamps.command_code):
             function.cache_clear()  # a new run of Snakemake
-        return pipeline.command_code("collect", str(root))
+        return stamps.command_code(COLLECT, str(root))
 
     first = files()
-    assert sorted(json.loads(cache.read_text())) == first  # every module of the command, parsed once
+    parsed = [name for name in first if name != "kvlab/__init__.py"]  # the package: its imports (the API) not followed
+    assert sorted(json.loads(cache.read_text())) == parsed  # every other module of the command, parsed once
     written = cache.stat().st_mtime_ns
     assert files() == first and cache.stat().st_mtime_ns == written  # nothing parsed, nothing written
     (root / "kvlab/extra.py").write_text('"""A module the edit imports."""\n')

@@ -1,11 +1,11 @@
-"""The compiled kernels' cache (kvlab/kernels.py): found by reading the source, judged fresh as numba judges it
+"""The compiled kernels' cache (kvlab/util/kernels.py): found by reading the source, judged fresh as numba judges it
 (by the source's content, not its folder or file time), and carried into a copy."""
 
 import shutil
 
 from conftest import KVLAB
 
-from kvlab import kernels
+from kvlab.util import kernels
 
 
 def test_every_njit_kernel_is_found():
@@ -25,5 +25,6 @@ def test_a_copy_takes_the_cache_along_and_an_edit_makes_it_stale(tmp_path):
     assert not kernels.compiled(copy)
     kernels.copy_cache(KVLAB, copy)
     assert kernels.compiled(copy)  # the same content: numba would load it
-    (copy / "dense.py").write_text((copy / "dense.py").read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    edited = copy / "workloads" / "dense.py"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     assert not kernels.compiled(copy)

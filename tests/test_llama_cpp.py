@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.cache.llama_cpp import LlamaCppServer
-from kvlab.replay import replay
+from kvlab.loop import replay
 from kvlab.workloads import LabWorkload
 
 BOS = -1

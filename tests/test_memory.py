@@ -1,4 +1,4 @@
-"""--max-memory (kvlab/memory.py): amounts, the projection from the part read, and the stop before the work."""
+"""--max-memory (kvlab/util/memory.py): amounts, the projection from the part read, and the stop before the work."""
 
 import gzip
 
@@ -7,7 +7,7 @@ from conftest import ROOT, kvlab
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvlab.memory import Footprint, MemoryLimitError, Meter, available, default_limit, memory_size
+from kvlab.util.memory import Footprint, MemoryLimitError, Meter, available, default_limit, memory_size
 
 TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 

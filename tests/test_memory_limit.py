@@ -1,4 +1,4 @@
-"""--max-memory judged by counts (kvlab/memory.py): every metered command stops, in one line and before writing
+"""--max-memory judged by counts (kvlab/util/memory.py): every metered command stops, in one line and before writing
 anything, exactly when its projection passes the limit; a projection grows with the workload; and a compiled
 replay's projection covers the arrays it really allocates, so a footprint set too low fails here (the resident
 memory itself is bench/memory_footprint.py's: too noisy for a test)."""
@@ -12,15 +12,15 @@ from conftest import ROOT, kvlab
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvlab import dense, memory
 from kvlab.cache.compiled import FOOTPRINT, CompiledLRU
 from kvlab.cli.policies import TABLE_FOOTPRINT
 from kvlab.cli.ttft import budgets_footprint
 from kvlab.curves.mrc import FOOTPRINT as MRC_FOOTPRINT
 from kvlab.curves.mrc import GENERAL
-from kvlab.memory import Footprint, MemoryLimitError, Meter
-from kvlab.replay import replay
-from kvlab.workloads import LabWorkload, MooncakeWorkload
+from kvlab.loop import replay
+from kvlab.util import memory
+from kvlab.util.memory import Footprint, MemoryLimitError, Meter
+from kvlab.workloads import LabWorkload, MooncakeWorkload, dense
 
 TTFT_MODEL = ROOT / "results" / "ttft" / "model.json"
 MODEL_CONFIG = ROOT / "models" / "Qwen2.5-7B-Instruct" / "config.json"
@@ -64,7 +64,7 @@ def arguments(command, trace, folder):
         ],
         "ttft budgets": [
             *("ttft", "budgets", "--model", TTFT_MODEL, *workload, *plan),
-            *("--cpu-gb-grid", "1,4", "--out", folder / "budgets.csv"),
+            *("--cpu-gib-grid", "1,4", "--out", folder / "budgets.csv"),
         ],
     }[command]
 
@@ -124,14 +124,13 @@ def test_the_new_flag_takes_amounts_as_the_others_do(command, trace, tmp_path):
 
 def declared():
     """Every footprint a command declares (kvlab/cli/replay.py's by its engine and table)."""
+    from kvlab.cache.interface import CacheSettings
     from kvlab.cli.replay import footprint
 
-    class Engine:
-        def __init__(self, columns, offline=False):
-            self.columns, self.offline = columns, offline
-
-    engines = [Engine(True), Engine(False), Engine(False, True)]
+    references = (CacheSettings(gpu_tokens=0, block_tokens=1, gpu_eviction=policy).build() for policy in ("lru", "opt"))
+    engines = [CompiledLRU(0, 0, 1), *references]  # compiled, reference, offline reference
     found = [footprint(engine, rows) for engine in engines for rows in (False, True)]
+    assert len(set(found)) == len(found)  # each engine's own
     for workload in (LabWorkload(256, docs=4, tokens=256, passes=["fwd"]), MooncakeWorkload(trace="unread.jsonl")):
         found += [budgets_footprint(workload, policy, {}) for policy in ("write-through", "write-back")]
     return [*found, FOOTPRINT, MRC_FOOTPRINT, GENERAL, TABLE_FOOTPRINT]

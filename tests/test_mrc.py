@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kvlab.cache.write_policies import WriteThrough
 from kvlab.curves.mrc import Curve, cliffs, curve_csv, lru_curve, tier_curve
 from kvlab.kvsim import LRUCache
-from kvlab.replay import replay
+from kvlab.loop import replay
 from kvlab.workloads import LabWorkload, MooncakeWorkload
 
 TRACES = ROOT / "data" / "traces" / "mooncake"

@@ -1,4 +1,5 @@
-"""config.yaml → schema validation, cross-field checks, targets and command lines (kvlab/pipeline.py)."""
+"""config.yaml → schema validation, cross-field checks, targets and command lines (kvlab/workflow/: checks.py,
+paths.py, commands.py)."""
 
 import copy
 import re
@@ -9,15 +10,16 @@ from conftest import SCHEMA, both, deleter, setter
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline, scenario
+from kvlab import scenario
 from kvlab.cli import policies as policies_command
 from kvlab.cli import replay as replay_command
 from kvlab.cli.flags import make_workload
+from kvlab.workflow import checks, commands, paths
 
 
 def test_committed_config_is_valid(config):
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
+    checks.check_config(config)
 
 
 BAD_VALUES = {
@@ -47,7 +49,7 @@ BAD_VALUES = {
     "latency as text": setter(["example_measurement", "latency_ms", "cpu_load"], "48.6 ms"),
     "negative jitter": setter(["example_measurement", "jitter"], -0.1),
     "example pass order": setter(["example_measurement", "passes", "pass1-cold"], "forward"),
-    "example config without cpu": deleter(["example_measurement", "configs", "lmcache", "cpu"]),
+    "example config without cpu": deleter(["example_measurement", "configs", "lmcache", "cpu_tokens"]),
     "missing example seed": deleter(["example_measurement", "seed"]),
     "missing replay section": deleter(["replay"]),
     "unknown replay source": setter(["replay", "workloads", "lab", "source"], "sharegpt"),
@@ -147,8 +149,8 @@ CROSS_FIELD = {
 def test_cross_field_rules(config, mutate, message):
     mutate(config)
     validate(config, str(SCHEMA))  # the schema alone lets these through
-    with pytest.raises(pipeline.ConfigError, match=message) as raised:
-        pipeline.check_config(config)
+    with pytest.raises(checks.ConfigError, match=message) as raised:
+        checks.check_config(config)
     assert "\n" not in str(raised.value)
 
 
@@ -159,7 +161,7 @@ def parse(args):
 
 def test_run_args_carry_run_settings_and_shared_defaults(config):
     for name, run in config["runs"].items():
-        args = parse(pipeline.run_args(config, name))
+        args = parse(commands.job_args(config, "lab_run", run=name))
         assert (args.gpu, args.cpu, args.passes) == (run["gpu"], run["cpu"], run["passes"])
         assert (args.docs, args.tokens) == (config["scenario"]["docs"], config["scenario"]["tokens"])
 
@@ -168,20 +170,20 @@ def test_a_run_or_a_sweep_may_choose_a_write_policy(config):
     config["runs"]["offload"]["write_policy"] = "write-back"
     config["sweeps"]["cpu_cliff"]["fixed"]["write_policy"] = "selective"
     validate(config, str(SCHEMA))
-    assert parse(pipeline.run_args(config, "offload")).write_policy == "write-back"
-    assert parse(pipeline.run_args(config, "baseline")).write_policy == "write-through"
-    assert parse(pipeline.sweep_point_args(config, "cpu_cliff", "0")).write_policy == "selective"
+    assert parse(commands.job_args(config, "lab_run", run="offload")).write_policy == "write-back"
+    assert parse(commands.job_args(config, "lab_run", run="baseline")).write_policy == "write-through"
+    assert parse(commands.job_args(config, "sweep_point", sweep="cpu_cliff", value="0")).write_policy == "selective"
 
 
 def test_a_run_may_override_shared_defaults(config):
     config["runs"]["cyclic"]["docs"] = 7
-    assert parse(pipeline.run_args(config, "cyclic")).docs == 7
+    assert parse(commands.job_args(config, "lab_run", run="cyclic")).docs == 7
 
 
 def test_sweep_point_args_vary_one_setting(config):
     for name, sweep in config["sweeps"].items():
         for value in sweep["grid"]:
-            args = vars(parse(pipeline.sweep_point_args(config, name, str(value))))
+            args = vars(parse(commands.job_args(config, "sweep_point", sweep=name, value=str(value))))
             assert args[sweep["vary"]] == value
             for key, fixed in sweep["fixed"].items():
                 assert args[key] == fixed
@@ -190,22 +192,24 @@ def test_sweep_point_args_vary_one_setting(config):
 
 def test_sweep_points_follow_grid_order(config):
     config["sweeps"]["cliff"]["grid"] = [50110, 10, 30000]
-    points = pipeline.sweep_points(config, "cliff")
-    assert points == [pipeline.sweep_point_path("cliff", value) for value in (50110, 10, 30000)]
+    points = paths.sweep_points(config, "cliff")
+    assert points == [paths.sweep_point_path("cliff", value) for value in (50110, 10, 30000)]
 
 
 def test_point_args_do_not_depend_on_the_rest_of_the_grid(config):
     """Appending to a grid must not change (and so rerun) the existing points."""
     grid = config["sweeps"]["cliff"]["grid"]
-    before = {value: pipeline.sweep_point_args(config, "cliff", str(value)) for value in grid}
+    before = {value: commands.job_args(config, "sweep_point", sweep="cliff", value=str(value)) for value in grid}
     extended = copy.deepcopy(config)
     extended["sweeps"]["cliff"]["grid"].append(max(grid) + 1)  # a value the grid does not hold
     validate(extended, str(SCHEMA))
-    assert {value: pipeline.sweep_point_args(extended, "cliff", str(value)) for value in grid} == before
+    assert {
+        value: commands.job_args(extended, "sweep_point", sweep="cliff", value=str(value)) for value in grid
+    } == before
 
 
 def test_all_targets_name_every_artifact(config):
-    targets = pipeline.all_targets(config)
+    targets = paths.all_targets(config)
     for name in [*config["runs"], *config["sweeps"], "measured"]:
         assert f"results/{name}.json" in targets
     assert "results/ttft.jsonl" in targets
@@ -213,10 +217,10 @@ def test_all_targets_name_every_artifact(config):
 
 
 def test_name_pattern_matches_exactly_the_names():
-    pattern = re.compile(f"^(?:{pipeline.name_pattern(['cliff', 'cpu_cliff'])})$")
+    pattern = re.compile(f"^(?:{paths.name_pattern(['cliff', 'cpu_cliff'])})$")
     assert pattern.match("cliff") and pattern.match("cpu_cliff")
     assert not pattern.match("measured") and not pattern.match("cliffs")
-    assert not re.match(f"^(?:{pipeline.name_pattern([])})$", "anything")
+    assert not re.match(f"^(?:{paths.name_pattern([])})$", "anything")
 
 
 def parse_replay(args):
@@ -227,7 +231,11 @@ def parse_replay(args):
 def test_replay_args_carry_the_workload_settings_and_the_point(config):
     config["replay"]["workloads"]["lab"]["eviction_order"] = "head-first"  # a workload may override
     for name, spec in config["replay"]["workloads"].items():
-        args = parse_replay(pipeline.replay_args(config, name, "21520", "0", "256"))
+        args = parse_replay(
+            commands.job_args(
+                config, "replay_point", workload=name, gpu_tokens="21520", cpu_tokens="0", block_tokens="256"
+            )
+        )
         assert (args.workload, args.gpu_tokens, args.cpu_tokens, args.block_tokens) == (spec["source"], 21520, 0, 256)
         workload = make_workload(args)
         for key, value in spec.items():
@@ -239,28 +247,30 @@ def test_replay_args_carry_the_workload_settings_and_the_point(config):
 
 def test_replay_args_quote_a_trace_path(config):
     config["replay"]["workloads"]["trace"] = {"source": "mooncake", "trace": "my traces/a b.jsonl"}
-    args = parse_replay(pipeline.replay_args(config, "trace", "1", "2", "512"))
+    args = parse_replay(
+        commands.job_args(config, "replay_point", workload="trace", gpu_tokens="1", cpu_tokens="2", block_tokens="512")
+    )
     assert args.trace == "my traces/a b.jsonl"
-    assert pipeline.replay_trace(config, "trace") == "my traces/a b.jsonl"
-    assert pipeline.replay_trace(config, "lab") is None
+    assert paths.replay_trace(config, "trace") == "my traces/a b.jsonl"
+    assert paths.replay_trace(config, "lab") is None
 
 
 def test_replay_points_cover_the_grid_block_outermost(config):
     config["replay"]["rooms"] = {"gpu_tokens": [2, 1], "cpu_tokens": [0, 5], "block_tokens": [16, 8]}
     config["replay"]["workloads"]["lab"]["rooms"] = {"cpu_tokens": [7]}  # a workload overrides one grid
     expected = [(16, 2, 0), (16, 2, 5), (16, 1, 0), (16, 1, 5), (8, 2, 0), (8, 2, 5), (8, 1, 0), (8, 1, 5)]
-    assert pipeline.replay_points(config, "long_doc_qa") == [
-        pipeline.replay_point_path("long_doc_qa", gpu, cpu, block) for block, gpu, cpu in expected
+    assert paths.replay_points(config, "long_doc_qa") == [
+        paths.replay_point_path("long_doc_qa", gpu, cpu, block) for block, gpu, cpu in expected
     ]
-    assert pipeline.replay_points(config, "lab") == [
-        pipeline.replay_point_path("lab", gpu, 7, block) for block in (16, 8) for gpu in (2, 1)
+    assert paths.replay_points(config, "lab") == [
+        paths.replay_point_path("lab", gpu, 7, block) for block in (16, 8) for gpu in (2, 1)
     ]
 
 
 def test_all_targets_include_one_replay_table_per_workload(config):
-    targets = pipeline.all_targets(config)
+    targets = paths.all_targets(config)
     for name in config["replay"]["workloads"]:
-        assert pipeline.replay_table_path(name) in targets
+        assert paths.replay_table_path(name) in targets
 
 
 def test_replay_args_carry_the_policies_and_the_switches(config):
@@ -269,10 +279,14 @@ def test_replay_args_carry_the_policies_and_the_switches(config):
     lab = config["replay"]["workloads"]["lab"]
     lab.update(write_policy="write-back", gpu_eviction="opt", cpu_eviction="arc")
     config["replay"]["touch_cpu_on_gpu_hit"] = True
-    args = parse_replay(pipeline.replay_args(config, "long_doc_qa", "1", "2", "256"))
+    args = parse_replay(
+        commands.job_args(
+            config, "replay_point", workload="long_doc_qa", gpu_tokens="1", cpu_tokens="2", block_tokens="256"
+        )
+    )
     assert (args.write_policy, args.gpu_eviction, args.cpu_eviction) == ("write-through", "lru", "lru")
     assert args.touch_cpu_on_gpu_hit and not args.re_store_on_gpu_hit
-    text = pipeline.replay_args(config, "lab", "1", "2", "256")
+    text = commands.job_args(config, "replay_point", workload="lab", gpu_tokens="1", cpu_tokens="2", block_tokens="256")
     args = parse_replay(text)
     assert (args.write_policy, args.gpu_eviction, args.cpu_eviction) == ("write-back", "opt", "arc")
     assert "re-store" not in text
@@ -285,14 +299,14 @@ def parse_policy(args):
 
 def test_policy_cliff_args_take_the_lab_sweep_and_the_policy_grid(config):
     sweep = config["sweeps"]["cpu_cliff"]
-    args = parse_policy("cliff " + pipeline.policy_cliff_args(config) + " --out x.json")
+    args = parse_policy("cliff " + commands.job_args(config, "policy_cliff") + " --out x.json")
     assert args.cpu_tokens == config["policies"]["cpu_cliff"]["grid"]
     assert args.gpu_tokens == sweep["fixed"]["gpu"]
     assert (args.docs, args.tokens) == (config["scenario"]["docs"], config["scenario"]["tokens"])
     assert args.passes == sweep["passes"] and args.record_pass == sweep["record"]["pass"]
     assert args.write_policies == config["policies"]["write_policies"]
     del config["policies"]["cpu_cliff"]["grid"]  # without a grid of its own: the lab sweep's
-    assert parse_policy("cliff " + pipeline.policy_cliff_args(config) + " --out x").cpu_tokens == sweep["grid"]
+    assert parse_policy("cliff " + commands.job_args(config, "policy_cliff") + " --out x").cpu_tokens == sweep["grid"]
 
 
 def test_policy_table_args_take_the_workload_and_the_table_rooms(config):
@@ -300,7 +314,7 @@ def test_policy_table_args_take_the_workload_and_the_table_rooms(config):
     config["replay"]["re_store_on_gpu_hit"] = True
     rooms = config["policies"]["tables"]["rooms"]
     for name, spec in config["replay"]["workloads"].items():
-        args = parse_policy("table " + pipeline.policy_table_args(config, name) + " --out x.csv")
+        args = parse_policy("table " + commands.job_args(config, "policy_table", workload=name) + " --out x.csv")
         assert args.workload == spec["source"]
         assert (args.gpu_tokens, args.cpu_tokens, args.block_tokens) == (
             rooms["gpu_tokens"],
@@ -313,7 +327,7 @@ def test_policy_table_args_take_the_workload_and_the_table_rooms(config):
 
 
 def test_all_targets_include_the_policy_artifacts(config):
-    targets = pipeline.all_targets(config)
-    assert pipeline.POLICY_CLIFF in targets
+    targets = paths.all_targets(config)
+    assert paths.POLICY_CLIFF in targets
     for name in config["policies"]["tables"]["workloads"]:
-        assert pipeline.policy_table_path(name) in targets
+        assert paths.policy_table_path(name) in targets

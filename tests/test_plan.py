@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.cache.write_policies import make_cache
-from kvlab.replay import replay
+from kvlab.loop import replay
 from kvlab.sizing.model_size import KVShape
 from kvlab.sizing.plan import Planner, plan
 from kvlab.workloads import WORKLOADS
@@ -34,9 +34,9 @@ TOP_KEYS = [
     "rounds",
     "max_token_hit_ratio",
     "cpu_tokens_for_full_reuse",
-    "cpu_gb_for_full_reuse",
+    "cpu_gib_for_full_reuse",
 ]
-TARGET_KEYS = ["target_hit_ratio", "cpu_tokens_for_target", "cpu_gb_for_target"]
+TARGET_KEYS = ["target_hit_ratio", "cpu_tokens_for_target", "cpu_gib_for_target"]
 LAB = ["--workload", "lab"]
 LONG_DOC_QA = ["--workload", "long_doc_qa", "--num-documents", "6", "--document-length", "3000", "--repeat-count", "3"]
 UNLIMITED = 10**12
@@ -53,7 +53,7 @@ def tokens_of(text, per_token):
     return math.floor(Fraction(text) * 2**30 / per_token)
 
 
-def exact_gb(tokens, per_token):
+def exact_gib(tokens, per_token):
     """The exact decimal text of ``tokens`` tokens' bytes in GiB: a budget of exactly that many tokens."""
     value = Fraction(tokens * per_token, 2**30)
     places = value.denominator.bit_length() - 1
@@ -139,7 +139,7 @@ def trace(tmp_path_factory):
 
 def test_the_lab_rooms():
     """Qwen2.5-1.5B, TP 1, 256-token chunks, GPU 21,520 tokens, CPU 1.5 GiB, write-through."""
-    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--cpu-gb", "1.5")
+    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--cpu-gib", "1.5")
     assert result["model"] == {
         "config": "Qwen2.5-1.5B-Instruct",
         "layers": 28,
@@ -152,11 +152,11 @@ def test_the_lab_rooms():
     }
     cache = result["cache"]
     assert cache["chunk_tokens"] == 256 and cache["write_policy"] == "write-through"
-    assert cache["cpu_gb"] == 1.5
+    assert cache["cpu_gib"] == 1.5
     assert cache["cpu_tokens"] == 56_173 == tokens_of("1.5", 28_672)  # "about 56,000"
     assert cache["cpu_tokens"] // 256 * 256 == 56_064
-    assert cache["gpu_tokens"] == 21_520 and cache["gpu_gb"] == gib_up(21_520, 28_672) == 0.5747
-    assert cache["chunk_gb"] == gib_up(256, 28_672)
+    assert cache["gpu_tokens"] == 21_520 and cache["gpu_gib"] == gib_up(21_520, 28_672) == 0.5747
+    assert cache["chunk_gib"] == gib_up(256, 28_672)
     assert result["workload"] == {"source": "lab", "docs": 10, "tokens": 5011, "passes": ["fwd", "fwd", "rev"]}
     assert [one["round"] for one in result["rounds"]] == ["pass1", "pass2", "pass3"]
     stored = 5011 // 256 * 256
@@ -165,17 +165,17 @@ def test_the_lab_rooms():
     assert pass1["gpu_hit_tokens"] + pass1["cpu_hit_tokens"] == 0
     assert pass2["cpu_hit_tokens"] == 10 * stored  # the CPU room holds all ten documents' chunks
     assert result["cpu_tokens_for_full_reuse"] == 10 * stored == 48_640
-    assert result["cpu_gb_for_full_reuse"] == gib_up(48_640, 28_672)
+    assert result["cpu_gib_for_full_reuse"] == gib_up(48_640, 28_672)
 
 
 def test_a_document_is_0_1299_gib():
     """One document's 4,864 stored tokens: the smallest CPU budget that serves it again is 0.1299 GiB."""
-    result = plan_json(*LAB, "--docs", 1, "--model-config", QWEN_1_5B, "--gpu-tokens", 0, "--cpu-gb", "0.1299")
+    result = plan_json(*LAB, "--docs", 1, "--model-config", QWEN_1_5B, "--gpu-tokens", 0, "--cpu-gib", "0.1299")
     assert result["cpu_tokens_for_full_reuse"] == 4_864
-    assert result["cpu_gb_for_full_reuse"] == 0.1299
+    assert result["cpu_gib_for_full_reuse"] == 0.1299
     assert result["cache"]["cpu_tokens"] >= 4_864
     assert [one["cpu_hit_tokens"] for one in result["rounds"]] == [0, 4_864, 4_864]
-    less = plan_json(*LAB, "--docs", 1, "--model-config", QWEN_1_5B, "--gpu-tokens", 0, "--cpu-gb", "0.1298")
+    less = plan_json(*LAB, "--docs", 1, "--model-config", QWEN_1_5B, "--gpu-tokens", 0, "--cpu-gib", "0.1298")
     assert less["cache"]["cpu_tokens"] < 4_864
     assert less["cpu_hit_tokens"] == 2 * (4_864 - 256)  # the head's 18 chunks stay, the tail's one does not
 
@@ -207,8 +207,8 @@ def test_whole_documents_reach_the_lab_cpu_cliff(passes):
             QWEN_1_5B,
             "--gpu-tokens",
             21520,
-            "--cpu-gb",
-            exact_gb(room, 28_672),
+            "--cpu-gib",
+            exact_gib(room, 28_672),
         )
         assert point["cache"]["cpu_tokens"] == room
         assert point["rounds"][1]["computed_tokens"] == count * 5011, room
@@ -241,8 +241,8 @@ def test_figures_equal_the_replay_command(trace, source, policy):
         chunk,
         "--gpu-tokens",
         gpu,
-        "--cpu-gb",
-        exact_gb(cpu, per_token),
+        "--cpu-gib",
+        exact_gib(cpu, per_token),
         "--write-policy",
         policy,
     )
@@ -318,7 +318,7 @@ def test_full_reuse_is_the_smallest_room(trace, source, policy):
     assert result["max_token_hit_ratio"] == round(most / inputs, 6)
     assert hits(workload, policy, gpu, full) == most
     assert full > 0 and hits(workload, policy, gpu, full - 1) < most
-    assert result["cpu_gb_for_full_reuse"] == gib_up(full, 57_344 if model == QWEN_7B else 28_672)
+    assert result["cpu_gib_for_full_reuse"] == gib_up(full, 57_344 if model == QWEN_7B else 28_672)
     if source != "mooncake":  # every distinct room below: none reaches it, none goes beyond it
         for room in range(0, full + 4 * chunk, chunk):
             served = hits(workload, policy, gpu, room)
@@ -347,9 +347,9 @@ def test_target_is_the_smallest_room(policy, target):
     found = result["cpu_tokens_for_target"]
     assert result["target_hit_ratio"] == float(target)
     if need > hits(workload, policy, 21520, UNLIMITED):
-        assert found is None and result["cpu_gb_for_target"] is None
+        assert found is None and result["cpu_gib_for_target"] is None
         return
-    assert found is not None and result["cpu_gb_for_target"] == gib_up(found, 28_672)
+    assert found is not None and result["cpu_gib_for_target"] == gib_up(found, 28_672)
     assert hits(workload, policy, 21520, found) >= need
     if found:
         assert hits(workload, policy, 21520, found - 1) < need
@@ -360,7 +360,7 @@ def test_targets_found_and_unreachable_in_the_lab():
     found = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--target-hit-ratio", "0.5")
     assert 0 < found["cpu_tokens_for_target"] < found["cpu_tokens_for_full_reuse"]
     zero = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--target-hit-ratio", "0")
-    assert zero["cpu_tokens_for_target"] == 0 and zero["cpu_gb_for_target"] == 0.0
+    assert zero["cpu_tokens_for_target"] == 0 and zero["cpu_gib_for_target"] == 0.0
     alone = zero["gpu_hit_tokens"] / zero["input_tokens"]  # at CPU 0: pass 3 (reverse) finds 4 documents on the GPU
     assert 0.14 < alone < 0.15
     gpu_enough = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--target-hit-ratio", "0.14")
@@ -370,7 +370,7 @@ def test_targets_found_and_unreachable_in_the_lab():
     for target in ("1", "0.7"):  # pass 1 is always computed: at most 2/3 of the tokens are reused
         unreachable = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--target-hit-ratio", target)
         assert unreachable["max_token_hit_ratio"] < float(target)
-        assert unreachable["cpu_tokens_for_target"] is None and unreachable["cpu_gb_for_target"] is None
+        assert unreachable["cpu_tokens_for_target"] is None and unreachable["cpu_gib_for_target"] is None
 
 
 # One document of T tokens in one chunk, read 10 times: at most 9/10 of the input tokens are reused.
@@ -408,7 +408,7 @@ def test_target_0_9_not_met_by_a_ratio_that_rounds_to_it(policy):
     assert result["input_tokens"] == 20_000_010
     assert result["max_token_hit_ratio"] == 0.9  # rounded to 6 decimals
     assert result["cpu_tokens_for_full_reuse"] == 2_000_000
-    assert result["cpu_tokens_for_target"] is None and result["cpu_gb_for_target"] is None
+    assert result["cpu_tokens_for_target"] is None and result["cpu_gib_for_target"] is None
     close = plan_json(*args, "--write-policy", policy, "--target-hit-ratio", "0.8999995")
     assert close["cpu_tokens_for_target"] == 2_000_000
 
@@ -418,20 +418,20 @@ def test_target_0_9_not_met_by_a_ratio_that_rounds_to_it(policy):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gpu_gb", ["0.5747", "0.3", "1", exact_gb(21_520, 28_672)])
-def test_gpu_gb_converts_with_tokens_in(gpu_gb):
-    by_gb = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-gb", gpu_gb, "--cpu-gb", "1.5")
-    gpu_tokens = tokens_of(gpu_gb, 28_672)
-    assert by_gb["cache"]["gpu_tokens"] == gpu_tokens
-    assert by_gb["cache"]["gpu_gb"] == gib_up(gpu_tokens, 28_672)
-    by_tokens = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", gpu_tokens, "--cpu-gb", "1.5")
-    assert by_gb == by_tokens
+@pytest.mark.parametrize("gpu_gib", ["0.5747", "0.3", "1", exact_gib(21_520, 28_672)])
+def test_gpu_gib_converts_with_tokens_in(gpu_gib):
+    by_gib = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-gib", gpu_gib, "--cpu-gib", "1.5")
+    gpu_tokens = tokens_of(gpu_gib, 28_672)
+    assert by_gib["cache"]["gpu_tokens"] == gpu_tokens
+    assert by_gib["cache"]["gpu_gib"] == gib_up(gpu_tokens, 28_672)
+    by_tokens = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", gpu_tokens, "--cpu-gib", "1.5")
+    assert by_gib == by_tokens
 
 
-def test_exact_gpu_gb_is_the_lab_gpu():
-    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-gb", exact_gb(21_520, 28_672))
+def test_exact_gpu_gib_is_the_lab_gpu():
+    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-gib", exact_gib(21_520, 28_672))
     assert result["cache"]["gpu_tokens"] == 21_520
-    assert plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-gb", "0.5747")["cache"]["gpu_tokens"] > 21_520
+    assert plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-gib", "0.5747")["cache"]["gpu_tokens"] > 21_520
 
 
 @pytest.mark.parametrize("tp, heads, per_token", [(1, 8, 327_680), (2, 4, 163_840), (8, 1, 40_960), (16, 1, 40_960)])
@@ -442,9 +442,9 @@ def test_tensor_parallel_rooms_are_per_gpu(tp, heads, per_token):
         LLAMA_70B,
         "--tp",
         tp,
-        "--gpu-gb",
+        "--gpu-gib",
         "0.75",
-        "--cpu-gb",
+        "--cpu-gib",
         "1.5",
         "--target-hit-ratio",
         "0.5",
@@ -455,8 +455,8 @@ def test_tensor_parallel_rooms_are_per_gpu(tp, heads, per_token):
     assert model["bytes_per_token"] == per_token == 2 * 80 * heads * 128 * 2
     assert cache["cpu_tokens"] == tokens_of("1.5", per_token)
     assert cache["gpu_tokens"] == tokens_of("0.75", per_token)
-    assert result["cpu_gb_for_full_reuse"] == gib_up(result["cpu_tokens_for_full_reuse"], per_token)
-    assert result["cpu_gb_for_target"] == gib_up(result["cpu_tokens_for_target"], per_token)
+    assert result["cpu_gib_for_full_reuse"] == gib_up(result["cpu_tokens_for_full_reuse"], per_token)
+    assert result["cpu_gib_for_target"] == gib_up(result["cpu_tokens_for_target"], per_token)
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ def test_tensor_parallel_rooms_are_per_gpu(tp, heads, per_token):
 
 
 def test_table_for_people():
-    args = [*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", "21520", "--cpu-gb", "1.5", "--target-hit-ratio", "0.5"]
+    args = [*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", "21520", "--cpu-gib", "1.5", "--target-hit-ratio", "0.5"]
     result = json.loads(run_cli(*args).stdout)
     proc = run_cli(*args, "--format", "table")
     assert proc.returncode == 0 and proc.stderr == ""
@@ -480,9 +480,9 @@ def test_table_for_people():
             str(one[key]) for key in ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
         ]
         assert float(row[5]) == one["token_hit_ratio"]
-    full = f"{result['cpu_gb_for_full_reuse']} GiB of CPU ({result['cpu_tokens_for_full_reuse']:,} tokens)"
+    full = f"{result['cpu_gib_for_full_reuse']} GiB of CPU ({result['cpu_tokens_for_full_reuse']:,} tokens)"
     assert any(line.startswith("full reuse") and full in line for line in lines)
-    target = f"{result['cpu_gb_for_target']} GiB of CPU ({result['cpu_tokens_for_target']:,} tokens)"
+    target = f"{result['cpu_gib_for_target']} GiB of CPU ({result['cpu_tokens_for_target']:,} tokens)"
     assert any(line.startswith("hit ratio 0.5") and target in line for line in lines)
     unreachable = run_cli(*args[:-1], "1", "--format", "table")
     assert unreachable.returncode == 0
@@ -492,7 +492,7 @@ def test_table_for_people():
 def test_json_is_deterministic(trace):
     """The same JSON from a separate process (its own hash seed) and twice in this one."""
     args = ["--workload", "mooncake", "--trace", trace, "--model-config", QWEN_7B, "--gpu-tokens", "300000"]
-    args += ["--cpu-gb", "64", "--write-policy", "write-back", "--target-hit-ratio", "0.05"]
+    args += ["--cpu-gib", "64", "--write-policy", "write-back", "--target-hit-ratio", "0.05"]
     first, second = run_python("-m", "kvlab", "plan", *args, timeout=120), run_cli(*args)
     assert first.returncode == 0 and first.stderr == ""
     assert first.stdout == second.stdout
@@ -506,13 +506,22 @@ def test_runs_from_another_folder(tmp_path):
     assert json.loads(proc.stdout)["cpu_tokens_for_full_reuse"] == 48_640
 
 
-def test_help_says_gb_is_gib():
+def test_help_says_gib_are_2_30_bytes():
     proc = run_cli("--help")
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
-    assert "GB means GiB (2**30 bytes)" in text
-    for flag in ("--gpu-gb", "--cpu-gb", "--model-config", "--tp", "--chunk-tokens", "--target-hit-ratio", "--format"):
+    assert "the GiB (2**30 bytes)" in text
+    for flag in (
+        "--gpu-gib",
+        "--cpu-gib",
+        "--model-config",
+        "--tp",
+        "--chunk-tokens",
+        "--target-hit-ratio",
+        "--format",
+    ):
         assert flag in text
+    assert "-gb" not in text  # the former spellings work (tests/test_spelling.py) but are not shown
 
 
 @pytest.mark.parametrize(
@@ -520,12 +529,12 @@ def test_help_says_gb_is_gib():
     [
         (["--gpu-tokens", "21520"], "--model-config"),
         (["--model-config", "{qwen}"], "--gpu-tokens"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--gpu-gb", "1"], "not allowed with"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "-1"], "--cpu-gb"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "-0.5"], "--cpu-gb"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "lots"], "--cpu-gb"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "nan"], "--cpu-gb"),
-        (["--model-config", "{qwen}", "--gpu-gb", "-1"], "--gpu-gb"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--gpu-gib", "1"], "not allowed with"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "-1"], "--cpu-gib"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "-0.5"], "--cpu-gib"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "lots"], "--cpu-gib"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "nan"], "--cpu-gib"),
+        (["--model-config", "{qwen}", "--gpu-gib", "-1"], "--gpu-gib"),
         (["--model-config", "{qwen}", "--gpu-tokens", "-5"], "--gpu-tokens"),
         (["--model-config", "{qwen}", "--gpu-tokens", "1.5"], "--gpu-tokens"),
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--tp", "0"], "--tp"),
@@ -541,10 +550,10 @@ def test_help_says_gb_is_gib():
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--trace", "{tmp}/t.jsonl"], "--trace"),
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--docs", "many"], "--docs"),
         # Limits: GiB up to 2**40 with at most 18 decimal places, whole numbers up to 2**53, 10**8 accesses.
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "1099511627777"], "at most 1099511627776"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "1e400"], "--cpu-gb"),
-        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gb", "0." + "0" * 18 + "1"], "18 decimal"),
-        (["--model-config", "{qwen}", "--gpu-gb", "1099511627776.5"], "--gpu-gb"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "1099511627777"], "at most 1099511627776"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "1e400"], "--cpu-gib"),
+        (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--cpu-gib", "0." + "0" * 18 + "1"], "18 decimal"),
+        (["--model-config", "{qwen}", "--gpu-gib", "1099511627776.5"], "--gpu-gib"),
         (["--model-config", "{qwen}", "--gpu-tokens", str(2**53 + 1)], "--gpu-tokens"),
         (["--model-config", "{qwen}", "--gpu-tokens", "21520", "--docs", "100000000"], "100000000"),
         (["--model-config", "{tmp}/nan.json", "--gpu-tokens", "21520"], "{tmp}/nan.json: num_hidden_layers must be"),
@@ -609,13 +618,13 @@ NEMOTRON = {  # a Nemotron-H-shaped config.json, its pattern drawn below
 
 
 @settings(max_examples=40, deadline=None, database=None)
-@given(pattern=st.text(alphabet="*M-E", min_size=1, max_size=40), gpu=st.sampled_from(["--gpu-tokens", "--gpu-gb"]))
+@given(pattern=st.text(alphabet="*M-E", min_size=1, max_size=40), gpu=st.sampled_from(["--gpu-tokens", "--gpu-gib"]))
 def test_no_kv_per_token_is_refused_in_words(tmp_path_factory, pattern, gpu):
     """Without an attention layer (only Mamba, MLP, MoE) a token holds no bytes: the plan is refused in one line
     of words, never a Python repr such as Fraction(1, 0); with one, it is planned."""
     path = tmp_path_factory.mktemp("model") / "config.json"
     path.write_text(json.dumps({**NEMOTRON, "num_hidden_layers": len(pattern), "hybrid_override_pattern": pattern}))
-    proc = run_cli(*LAB, "--model-config", path, gpu, "1000", "--cpu-gb", "1", "--engine", "sglang")
+    proc = run_cli(*LAB, "--model-config", path, gpu, "1000", "--cpu-gib", "1", "--engine", "sglang")
     if "*" in pattern:
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["model"]["bytes_per_token"] == 2 * pattern.count("*") * 2 * 128 * 2
@@ -695,7 +704,7 @@ def test_an_inclusive_cpu_no_larger_than_the_gpu_is_said(workload, gpu, share, p
     what the simulator has it serve (nothing, most often: then the hit ratio is the GPU's alone). No note when
     the CPU is larger, or none, or the CPU is a victim tier (write-back)."""
     cpu = math.floor(gpu * share)
-    result = plan(workload, "m", QWEN_SHAPE, 1, gpu, exact_gb(cpu, 28_672), policy, "drop", "tail-first")
+    result = plan(workload, "m", QWEN_SHAPE, 1, gpu, exact_gib(cpu, 28_672), policy, "drop", "tail-first")
     assert result["cache"]["cpu_tokens"] == cpu
     rows = replay(
         workload,
@@ -725,15 +734,15 @@ def test_a_cpu_no_larger_than_the_gpu_can_still_serve(tmp_path):
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     args = ["--workload", "mooncake", "--trace", path, "--model-config", QWEN_1_5B, "--gpu-tokens", 1024]
-    result = plan_json(*args, "--cpu-gb", exact_gb(1024, 28_672))
+    result = plan_json(*args, "--cpu-gib", exact_gib(1024, 28_672))
     assert result["cpu_hit_tokens"] == 512
     assert "here it serves 512 tokens" in result["notes"][0]
-    table = run_main(*args, "--cpu-gb", exact_gb(1024, 28_672), "--format", "table")
+    table = run_main(*args, "--cpu-gib", exact_gib(1024, 28_672), "--format", "table")
     assert f"note: {result['notes'][0]}" in table.splitlines()
 
 
 def test_the_lab_plan_has_no_note():
     """The committed plans (CPU room larger than the GPU's) say nothing more."""
-    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--cpu-gb", "1.5")
+    result = plan_json(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--cpu-gib", "1.5")
     assert "notes" not in result
     assert "note:" not in run_main(*LAB, "--model-config", QWEN_1_5B, "--gpu-tokens", 21520, "--format", "table")

@@ -1,6 +1,6 @@
 """The planner's part of the pipeline: config sections ``mrc`` and ``plans`` (schema and cross-field checks), the
-targets and command lines kvlab/pipeline.py makes of them, the committed curves and plans they reproduce, and the
-Snakemake rules (rules/planner.smk) on a copy of the project."""
+targets and command lines kvlab/workflow/ (paths.py, commands.py) makes of them, the committed curves and plans they
+reproduce, and the Snakemake rules (rules/planner.smk) on a copy of the project."""
 
 import csv
 import itertools
@@ -23,10 +23,10 @@ from conftest import BIN, ROOT, SCHEMA, kvlab, load_config, project_files
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline
 from kvlab.cli import mrc as mrc_cli
 from kvlab.cli import plan as plan_cli
 from kvlab.cli.flags import make_workload
+from kvlab.workflow import checks, commands, paths
 
 pytestmark = pytest.mark.pipeline
 
@@ -47,7 +47,7 @@ def at_root(monkeypatch):
 def checked(config):
     """``config`` after the schema and the cross-field checks (raises what they raise)."""
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
+    checks.check_config(config)
     return config
 
 
@@ -98,7 +98,7 @@ def test_the_values_the_append_tests_add_are_new_and_valid():
     config["mrc"]["block_tokens"].append(block)
     config["mrc"]["gpu_tokens"].append(room)
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
+    checks.check_config(config)
 
 
 def other_ratio(ratio):
@@ -119,7 +119,7 @@ def test_committed_config_has_the_lab_curves_and_plan(config):
     assert {"lab", "long_doc_qa"} <= set(config["mrc"]["workloads"])
     assert {256, 5011} <= set(config["mrc"]["block_tokens"]) and 21520 in config["mrc"]["gpu_tokens"]
     lab = config["plans"]["lab"]
-    assert (lab["workload"], lab["model_config"], lab["chunk_tokens"], lab["gpu_tokens"], lab["cpu_gb"]) == (
+    assert (lab["workload"], lab["model_config"], lab["chunk_tokens"], lab["gpu_tokens"], lab["cpu_gib"]) == (
         "lab",
         QWEN_1_5B,
         256,
@@ -158,7 +158,7 @@ def configured_curves(config):
 
 def test_mrc_targets_are_workloads_by_blocks_by_tiers_by_csv_and_json(config):
     spec = config["mrc"]
-    targets = pipeline.mrc_targets(config)
+    targets = paths.mrc_targets(config)
     assert targets == configured_curves(config)
     grids = [grid_of(config, workload) for workload in spec["workloads"]]
     assert len(targets) == len(set(targets)) == sum(len(blocks) * (1 + len(gpus)) * 2 for blocks, gpus in grids)
@@ -170,15 +170,15 @@ def test_mrc_targets_are_workloads_by_blocks_by_tiers_by_csv_and_json(config):
 
 def test_mrc_targets_follow_every_grid(config):
     config["mrc"] = {"workloads": ["long_doc_qa"], "block_tokens": [16, 256, 5011], "gpu_tokens": [0, 21520, 45000]}
-    targets = pipeline.mrc_targets(config)
+    targets = paths.mrc_targets(config)
     assert targets == expected_curves(["long_doc_qa"], [16, 256, 5011], [0, 21520, 45000])
     assert len(targets) == 1 * 3 * 4 * 2
     config["mrc"]["workloads"] = []
-    assert pipeline.mrc_targets(config) == []
+    assert paths.mrc_targets(config) == []
 
 
 def test_all_targets_include_every_curve_and_plan(config):
-    targets = pipeline.all_targets(config)
+    targets = paths.all_targets(config)
     assert len(targets) == len(set(targets))
     curves = configured_curves(config)
     plans = [f"results/plan/{name}.json" for name in config["plans"]]
@@ -188,7 +188,7 @@ def test_all_targets_include_every_curve_and_plan(config):
     extra = next(f"extra{number}" for number in itertools.count() if f"extra{number}" not in config["plans"])
     assert f"results/plan/{extra}.json" not in targets
     config["plans"][extra] = dict(config["plans"]["lab"])
-    assert f"results/plan/{extra}.json" in pipeline.all_targets(config)
+    assert f"results/plan/{extra}.json" in paths.all_targets(config)
 
 
 def test_committed_planner_artifacts_are_exactly_the_targets(config):
@@ -211,8 +211,16 @@ def parse_plan(args):
 def test_mrc_args_carry_the_workload_the_block_and_the_tier(config):
     for name, spec in config["replay"]["workloads"].items():
         blocks, gpus = grid_of(config, name)
-        gpu = parse_mrc(pipeline.mrc_args(config, name, str(blocks[0])))
-        cpu = parse_mrc(pipeline.mrc_args(config, name, str(blocks[-1]), str(gpus[0])))
+        gpu = parse_mrc(commands.job_args(config, "mrc_gpu", workload=name, block_tokens=str(blocks[0])))
+        cpu = parse_mrc(
+            commands.job_args(
+                config,
+                "mrc_cpu" if str(gpus[0]) is not None else "mrc_gpu",
+                workload=name,
+                block_tokens=str(blocks[-1]),
+                gpu_tokens=str(gpus[0]),
+            )
+        )
         assert (gpu.workload, gpu.block_tokens, gpu.gpu_tokens) == (spec["source"], blocks[0], None)
         assert (cpu.workload, cpu.block_tokens, cpu.gpu_tokens) == (spec["source"], blocks[-1], gpus[0])
         for args in (gpu, cpu):
@@ -228,14 +236,29 @@ def test_mrc_args_carry_the_workload_the_block_and_the_tier(config):
 
 def test_mrc_args_of_one_curve_do_not_depend_on_the_rest_of_the_grid(config):
     blocks, gpus = grid_of(config, "lab")
-    before = pipeline.mrc_args(config, "lab", blocks[0], gpus[0])
+    before = commands.job_args(
+        config,
+        "mrc_cpu" if gpus[0] is not None else "mrc_gpu",
+        workload="lab",
+        block_tokens=blocks[0],
+        gpu_tokens=gpus[0],
+    )
     config["mrc"]["block_tokens"].append(new_block(config))
     config["mrc"]["gpu_tokens"].append(new_gpu_room(config))
     others = [name for name in config["mrc"]["workloads"] if name != "lab"]
     assert others  # one to take away
     config["mrc"]["workloads"].remove(others[0])
     checked(config)  # a config the pipeline would run
-    assert pipeline.mrc_args(config, "lab", blocks[0], gpus[0]) == before
+    assert (
+        commands.job_args(
+            config,
+            "mrc_cpu" if gpus[0] is not None else "mrc_gpu",
+            workload="lab",
+            block_tokens=blocks[0],
+            gpu_tokens=gpus[0],
+        )
+        == before
+    )
 
 
 @pytest.mark.parametrize(
@@ -251,12 +274,22 @@ def test_a_workload_override_of_the_block_rules_reaches_its_curves_and_plans(con
     config["policies"]["evictions"] = ["lru", "fifo"]  # arc and opt need partial_blocks drop
     checked(config)
     for args in (
-        parse_mrc(pipeline.mrc_args(config, "lab", 256)),
-        parse_mrc(pipeline.mrc_args(config, "lab", 256, 21520)),
-        parse_plan(pipeline.plan_args(config, "lab")),
+        parse_mrc(commands.job_args(config, "mrc_gpu", workload="lab", block_tokens=256)),
+        parse_mrc(
+            commands.job_args(
+                config,
+                "mrc_cpu" if 21520 != None else "mrc_gpu",
+                workload="lab",
+                block_tokens=256,
+                gpu_tokens=21520,
+            )
+        ),
+        parse_plan(commands.job_args(config, "plan", plan="lab")),
     ):
         assert (args.partial_blocks, args.eviction_order) == expected
-    args = parse_mrc(pipeline.mrc_args(config, "long_doc_qa", 256))  # another workload keeps the section's
+    args = parse_mrc(
+        commands.job_args(config, "mrc_gpu", workload="long_doc_qa", block_tokens=256)
+    )  # another workload keeps the section's
     assert (args.partial_blocks, args.eviction_order) == ("drop", "tail-first")
 
 
@@ -265,36 +298,45 @@ def test_the_replay_sections_block_rules_reach_every_workload(config):
     config["replay"]["eviction_order"] = "head-first"
     config["replay"]["workloads"]["long_doc_qa"]["partial_blocks"] = "drop"
     for name, expected in {"lab": ("keep", "head-first"), "long_doc_qa": ("drop", "head-first")}.items():
-        args = parse_mrc(pipeline.mrc_args(config, name, 5011))
+        args = parse_mrc(commands.job_args(config, "mrc_gpu", workload=name, block_tokens=5011))
         assert (args.partial_blocks, args.eviction_order) == expected
-    args = parse_plan(pipeline.plan_args(config, "lab"))
+    args = parse_plan(commands.job_args(config, "plan", plan="lab"))
     assert (args.partial_blocks, args.eviction_order) == ("keep", "head-first")
 
 
 def test_the_replays_other_cache_settings_do_not_reach_the_curves_or_plans(config):
     """Curves are LRU write-through; a plan names its own write policy: the workload's other settings stay out."""
     config["replay"]["workloads"]["lab"].update(write_policy="write-back", gpu_eviction="fifo", cpu_eviction="lfu")
-    for args in (pipeline.mrc_args(config, "lab", 256, 21520), pipeline.plan_args(config, "lab")):
+    for args in (
+        commands.job_args(
+            config, "mrc_cpu" if 21520 != None else "mrc_gpu", workload="lab", block_tokens=256, gpu_tokens=21520
+        ),
+        commands.job_args(config, "plan", plan="lab"),
+    ):
         assert "write-back" not in args and "fifo" not in args and "lfu" not in args and "eviction " not in args
-    assert parse_plan(pipeline.plan_args(config, "lab")).write_policy == config["plans"]["lab"]["write_policy"]
+    assert (
+        parse_plan(commands.job_args(config, "plan", plan="lab")).write_policy == config["plans"]["lab"]["write_policy"]
+    )
 
 
 def test_target_hit_ratio_absent_means_no_flag(config):
     del config["mrc"]["target_hit_ratio"]
     for gpu in (None, 21520):
-        args = pipeline.mrc_args(config, "lab", 256, gpu)
+        args = commands.job_args(
+            config, "mrc_cpu" if gpu is not None else "mrc_gpu", workload="lab", block_tokens=256, gpu_tokens=gpu
+        )
         assert "--target-hit-ratio" not in args
         assert parse_mrc(args).target_hit_ratio is None
     config["mrc"]["target_hit_ratio"] = 0.25
-    assert parse_mrc(pipeline.mrc_args(config, "lab", 256)).target_hit_ratio == 0.25
+    assert parse_mrc(commands.job_args(config, "mrc_gpu", workload="lab", block_tokens=256)).target_hit_ratio == 0.25
     del config["plans"]["lab"]["target_hit_ratio"]
-    args = pipeline.plan_args(config, "lab")
+    args = commands.job_args(config, "plan", plan="lab")
     assert "--target-hit-ratio" not in args and parse_plan(args).target_hit_ratio is None
 
 
 def test_plan_args_carry_the_workload_the_model_and_the_rooms(config):
     for name, spec in config["plans"].items():
-        args = parse_plan(pipeline.plan_args(config, name))
+        args = parse_plan(commands.job_args(config, "plan", plan=name))
         workload = config["replay"]["workloads"][spec["workload"]]
         assert args.workload == workload["source"]
         assert (args.model_config, args.tp, args.chunk_tokens) == (
@@ -302,8 +344,8 @@ def test_plan_args_carry_the_workload_the_model_and_the_rooms(config):
             spec["tp"],
             spec["chunk_tokens"],
         )
-        assert (args.gpu_tokens, args.gpu_gb) == (spec["gpu_tokens"], None)
-        assert args.cpu_gb == Decimal(str(spec["cpu_gb"]))
+        assert (args.gpu_tokens, args.gpu_gib) == (spec["gpu_tokens"], None)
+        assert args.cpu_gib == Decimal(str(spec["cpu_gib"]))
         assert args.write_policy == spec["write_policy"]
         assert args.target_hit_ratio == spec.get("target_hit_ratio")
         described = make_workload(args, args.chunk_tokens).describe()
@@ -312,31 +354,31 @@ def test_plan_args_carry_the_workload_the_model_and_the_rooms(config):
         }
 
 
-def test_plan_args_gpu_gb_instead_of_gpu_tokens(config):
+def test_plan_args_gpu_gib_instead_of_gpu_tokens(config):
     spec = config["plans"]["lab"]
     del spec["gpu_tokens"]
-    spec["gpu_gb"] = 0.75
+    spec["gpu_gib"] = 0.75
     checked(config)
-    line = pipeline.plan_args(config, "lab")
-    assert "--gpu-gb 0.75" in line and "--gpu-tokens" not in line
+    line = commands.job_args(config, "plan", plan="lab")
+    assert "--gpu-gib 0.75" in line and "--gpu-tokens" not in line
     args = parse_plan(line)
-    assert (args.gpu_gb, args.gpu_tokens) == (Decimal("0.75"), None)
+    assert (args.gpu_gib, args.gpu_tokens) == (Decimal("0.75"), None)
 
 
 def test_plan_args_leave_out_what_the_plan_does_not_set(config):
-    config["plans"]["bare"] = {"workload": "long_doc_qa", "model_config": QWEN_7B, "gpu_tokens": 1000, "cpu_gb": 2}
-    line = pipeline.plan_args(checked(config), "bare")
-    for flag in ("--tp", "--chunk-tokens", "--write-policy", "--target-hit-ratio", "--gpu-gb"):
+    config["plans"]["bare"] = {"workload": "long_doc_qa", "model_config": QWEN_7B, "gpu_tokens": 1000, "cpu_gib": 2}
+    line = commands.job_args(checked(config), "plan", plan="bare")
+    for flag in ("--tp", "--chunk-tokens", "--write-policy", "--target-hit-ratio", "--gpu-gib"):
         assert flag not in line
     args = parse_plan(line)
-    assert (args.workload, args.model_config, args.gpu_tokens, args.cpu_gb) == ("long_doc_qa", QWEN_7B, 1000, 2)
+    assert (args.workload, args.model_config, args.gpu_tokens, args.cpu_gib) == ("long_doc_qa", QWEN_7B, 1000, 2)
     assert (args.tp, args.chunk_tokens, args.write_policy) == (1, None, "write-through")  # `kvlab plan`'s defaults
-    assert pipeline.plan_model(config, "bare") == QWEN_7B
+    assert paths.plan_model(config, "bare") == QWEN_7B
 
 
 def test_plan_args_quote_a_model_path(config):
     config["plans"]["lab"]["model_config"] = "my models/it's/config.json"
-    assert parse_plan(pipeline.plan_args(config, "lab")).model_config == "my models/it's/config.json"
+    assert parse_plan(commands.job_args(config, "plan", plan="lab")).model_config == "my models/it's/config.json"
 
 
 # --- the command lines reproduce the committed artifacts -----------------------------------------------------------
@@ -360,16 +402,40 @@ CURVES = [
 @pytest.mark.parametrize(("workload", "block", "gpu"), CURVES)
 def test_mrc_args_reproduce_the_committed_curve_and_cliffs(config, tmp_path, workload, block, gpu):
     curve = tmp_path / "curve.csv"
-    argv = [*shlex.split(pipeline.mrc_args(config, workload, block, gpu)), "--curve", str(curve)]
+    argv = [
+        *shlex.split(
+            commands.job_args(
+                config,
+                "mrc_cpu" if gpu is not None else "mrc_gpu",
+                workload=workload,
+                block_tokens=block,
+                gpu_tokens=gpu,
+            )
+        ),
+        "--curve",
+        str(curve),
+    ]
     cliffs = run_main("mrc", argv)
-    assert cliffs == (ROOT / pipeline.mrc_path(workload, block, gpu, "json")).read_text(encoding="utf-8")
-    assert curve.read_bytes() == (ROOT / pipeline.mrc_path(workload, block, gpu)).read_bytes()
+    assert cliffs == (ROOT / paths.mrc_path(workload, block, gpu, "json")).read_text(encoding="utf-8")
+    assert curve.read_bytes() == (ROOT / paths.mrc_path(workload, block, gpu)).read_bytes()
 
 
 def test_the_lab_curve_command_line_reproduces_it_as_a_script(config, tmp_path):
     """As the rule runs it: ``python -m kvlab mrc ARGS --curve FILE`` from the repository root."""
     curve = tmp_path / "curve.csv"
-    args = [*shlex.split(pipeline.mrc_args(config, "lab", 5011, 21520)), "--curve", str(curve)]
+    args = [
+        *shlex.split(
+            commands.job_args(
+                config,
+                "mrc_cpu" if 21520 != None else "mrc_gpu",
+                workload="lab",
+                block_tokens=5011,
+                gpu_tokens=21520,
+            )
+        ),
+        "--curve",
+        str(curve),
+    ]
     done = subprocess.run([sys.executable, "-m", "kvlab", "mrc", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (MRC / "lab" / "block5011-cpu-at-gpu21520.json").read_text(encoding="utf-8")
@@ -378,13 +444,13 @@ def test_the_lab_curve_command_line_reproduces_it_as_a_script(config, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(load_config()["plans"]))
 def test_plan_args_reproduce_the_committed_plan(config, name):
-    assert run_main("plan", shlex.split(pipeline.plan_args(config, name))) == (PLAN / f"{name}.json").read_text(
-        encoding="utf-8"
-    )
+    assert run_main("plan", shlex.split(commands.job_args(config, "plan", plan=name))) == (
+        PLAN / f"{name}.json"
+    ).read_text(encoding="utf-8")
 
 
 def test_the_lab_plan_command_line_reproduces_it_as_a_script(config):
-    args = shlex.split(pipeline.plan_args(config, "lab"))
+    args = shlex.split(commands.job_args(config, "plan", plan="lab"))
     done = subprocess.run([sys.executable, "-m", "kvlab", "plan", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (PLAN / "lab.json").read_text(encoding="utf-8")
@@ -488,7 +554,7 @@ def test_the_lab_plan_is_the_handouts_budget(config):
     assert per_token == 28672 == result["model"]["bytes_per_token"]
     cache = result["cache"]
     assert cache["cpu_tokens"] == int(Decimal("1.5") * 2**30) // per_token == 56173
-    assert (cache["gpu_tokens"], cache["chunk_tokens"], cache["cpu_gb"]) == (21520, 256, 1.5)
+    assert (cache["gpu_tokens"], cache["chunk_tokens"], cache["cpu_gib"]) == (21520, 256, 1.5)
     curve = read_json(MRC / "lab" / "block256-cpu-at-gpu21520.json")
     assert result["cpu_tokens_for_full_reuse"] == curve["tokens_for_full_reuse"] == 48640
     assert result["cpu_tokens_for_target"] == curve["tokens_for_target"]
@@ -540,15 +606,15 @@ def edit(*steps):
 
 
 SCHEMA_REJECTS = {
-    "plan with gpu_tokens and gpu_gb": edit((["plans", "lab", "gpu_gb"], 1.0)),
-    "plan with neither gpu_tokens nor gpu_gb": edit((["plans", "lab", "gpu_tokens"],)),
-    "negative cpu_gb": edit((["plans", "lab", "cpu_gb"], -1)),
-    "cpu_gb as text": edit((["plans", "lab", "cpu_gb"], "1.5 GB")),
-    "plan without cpu_gb": edit((["plans", "lab", "cpu_gb"],)),
+    "plan with gpu_tokens and gpu_gib": edit((["plans", "lab", "gpu_gib"], 1.0)),
+    "plan with neither gpu_tokens nor gpu_gib": edit((["plans", "lab", "gpu_tokens"],)),
+    "negative cpu_gib": edit((["plans", "lab", "cpu_gib"], -1)),
+    "cpu_gib as text": edit((["plans", "lab", "cpu_gib"], "1.5 GB")),
+    "plan without cpu_gib": edit((["plans", "lab", "cpu_gib"],)),
     "plan without model_config": edit((["plans", "lab", "model_config"],)),
     "plan without workload": edit((["plans", "lab", "workload"],)),
     "empty model_config": edit((["plans", "lab", "model_config"], "")),
-    "negative gpu_gb": edit((["plans", "lab", "gpu_tokens"],), (["plans", "lab", "gpu_gb"], -0.5)),
+    "negative gpu_gib": edit((["plans", "lab", "gpu_tokens"],), (["plans", "lab", "gpu_gib"], -0.5)),
     "fractional gpu_tokens": edit((["plans", "lab", "gpu_tokens"], 21520.5)),
     "plan target_hit_ratio 1.5": edit((["plans", "lab", "target_hit_ratio"], 1.5)),
     "mrc target_hit_ratio 1.5": edit((["mrc", "target_hit_ratio"], 1.5)),
@@ -560,7 +626,7 @@ SCHEMA_REJECTS = {
     "chunk_tokens 0": edit((["plans", "lab", "chunk_tokens"], 0)),
     "unknown plan write policy": edit((["plans", "lab", "write_policy"], "write-around")),
     "bad plan name": edit(
-        (["plans", "Lab-2"], {"workload": "lab", "model_config": QWEN_1_5B, "gpu_tokens": 1, "cpu_gb": 1})
+        (["plans", "Lab-2"], {"workload": "lab", "model_config": QWEN_1_5B, "gpu_tokens": 1, "cpu_gib": 1})
     ),
     "missing mrc section": edit((["mrc"],)),
     "missing plans section": edit((["plans"],)),
@@ -585,15 +651,15 @@ def test_schema_rejects(config, mutate):
 
 
 SCHEMA_ACCEPTS = {
-    "plan with gpu_gb only": edit((["plans", "lab", "gpu_tokens"],), (["plans", "lab", "gpu_gb"], 0.5)),
+    "plan with gpu_gib only": edit((["plans", "lab", "gpu_tokens"],), (["plans", "lab", "gpu_gib"], 0.5)),
     "plan with only the required keys": edit(
-        (["plans", "lab"], {"workload": "lab", "model_config": QWEN_1_5B, "gpu_tokens": 0, "cpu_gb": 0})
+        (["plans", "lab"], {"workload": "lab", "model_config": QWEN_1_5B, "gpu_tokens": 0, "cpu_gib": 0})
     ),
     "no plans": edit((["plans"], {}), (["ttft", "budgets"],)),
     "mrc without target": edit((["mrc", "target_hit_ratio"],)),
     "mrc target 1": edit((["mrc", "target_hit_ratio"], 1)),
     "plan target 0": edit((["plans", "lab", "target_hit_ratio"], 0)),
-    "integer cpu_gb": edit((["plans", "lab", "cpu_gb"], 2)),
+    "integer cpu_gib": edit((["plans", "lab", "cpu_gib"], 2)),
     "tp 2": edit((["plans", "lab", "tp"], 2)),
 }
 
@@ -671,8 +737,8 @@ CROSS_FIELD = {
 def test_cross_field_rules(config, mutate, message):
     mutate(config)
     validate(config, str(SCHEMA))  # the schema alone lets these through
-    with pytest.raises(pipeline.ConfigError) as raised:
-        pipeline.check_config(config)
+    with pytest.raises(checks.ConfigError) as raised:
+        checks.check_config(config)
     assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
 
 
@@ -694,8 +760,8 @@ def test_a_malformed_model_config_is_named(config, tmp_path, text, problem):
     path = broken_model(tmp_path, text)
     config["plans"]["lab"]["model_config"] = path
     validate(config, str(SCHEMA))
-    with pytest.raises(pipeline.ConfigError) as raised:
-        pipeline.check_config(config)
+    with pytest.raises(checks.ConfigError) as raised:
+        checks.check_config(config)
     message = str(raised.value)
     assert message.startswith(f"config: plans.lab.model_config: {path}: ") and problem in message
     assert "\n" not in message
@@ -718,17 +784,19 @@ def test_mooncake_block_sizes_that_are_multiples_of_512_pass(config):
         "model_config": QWEN_1_5B,
         "chunk_tokens": 1024,
         "gpu_tokens": 100000,
-        "cpu_gb": 1,
+        "cpu_gib": 1,
     }
     checked(config)
-    assert pipeline.mrc_args(config, "trace", 512).startswith(f"--workload mooncake --trace {TRACE} ")
-    assert "results/plan/trace.json" in pipeline.all_targets(config)
+    assert commands.job_args(config, "mrc_gpu", workload="trace", block_tokens=512).startswith(
+        f"--workload mooncake --trace {TRACE} "
+    )
+    assert "results/plan/trace.json" in paths.all_targets(config)
 
 
 def test_a_mooncake_plan_may_leave_the_chunk_to_the_trace(config, tmp_path):
     config["replay"]["workloads"]["trace"] = MOONCAKE
-    config["plans"]["trace"] = {"workload": "trace", "model_config": QWEN_1_5B, "gpu_tokens": 100000, "cpu_gb": 1}
-    args = parse_plan(pipeline.plan_args(config, "trace"))
+    config["plans"]["trace"] = {"workload": "trace", "model_config": QWEN_1_5B, "gpu_tokens": 100000, "cpu_gib": 1}
+    args = parse_plan(commands.job_args(config, "plan", plan="trace"))
     assert make_workload(args, args.chunk_tokens).block_tokens == 512  # what `kvlab plan` would use
     checked(config)
 
@@ -794,7 +862,7 @@ def planner_run(tmp_path_factory):
 def curve_plots(config):
     """The figures drawn from curves or plans (results/plots/mrc.png, the trace's figure)."""
     planner = ("results/mrc/", "results/plan/")
-    return [name for name, inputs in pipeline.plot_inputs(config).items() if any(i.startswith(planner) for i in inputs)]
+    return [name for name, inputs in paths.plot_inputs(config).items() if any(i.startswith(planner) for i in inputs)]
 
 
 def test_snakemake_builds_only_the_missing_curves_and_plans(planner_run):
@@ -920,13 +988,13 @@ def test_a_new_curve_target_reruns_every_curve_but_no_plan(planner_run, tmp_path
 
 
 def test_a_new_cpu_budget_reruns_only_that_plan(planner_run, tmp_path):
-    budget = int(load_config()["plans"]["lab"]["cpu_gb"]) + 1  # another budget, a whole number of GiB
-    _, output = extended(planner_run, tmp_path, lambda config: config["plans"]["lab"].update(cpu_gb=budget))
+    budget = int(load_config()["plans"]["lab"]["cpu_gib"]) + 1  # another budget, a whole number of GiB
+    _, output = extended(planner_run, tmp_path, lambda config: config["plans"]["lab"].update(cpu_gib=budget))
     assert job_counts(output) == {"plan": 1, "all": 1, "total": 2}
     assert rule_outputs(output, "plan") == ["results/plan/lab.json"]
     stamped = re.findall(r"reason: Updated input files: (.+)$", output, flags=re.MULTILINE)
     assert stamped == ["work/stamps/plan/lab.json"]
-    assert f"--cpu-gb {budget} " in (tmp_path / "copy" / stamped[0]).read_text()
+    assert f"--cpu-gib {budget} " in (tmp_path / "copy" / stamped[0]).read_text()
 
 
 @pytest.mark.parametrize(
@@ -944,7 +1012,7 @@ def test_a_new_cpu_budget_reruns_only_that_plan(planner_run, tmp_path):
             lambda config: config["plans"]["lab"].update(model_config="models/Nope/config.json"),
             "config: plans.lab.model_config: models/Nope/config.json: cannot read: No such file or directory",
         ),
-        (lambda config: config["plans"]["lab"].update(gpu_gb=1), "is valid under each of"),
+        (lambda config: config["plans"]["lab"].update(gpu_gib=1), "is valid under each of"),
         (lambda config: config["mrc"].update(target_hit_ratio=1.5), "1.5 is greater than the maximum of 1"),
     ],
     ids=["mrc workload", "plan tp", "plan model", "plan gpu twice", "mrc target"],

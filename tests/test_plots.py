@@ -1,6 +1,6 @@
 """The figures of results/plots/ (kvlab/report/plots.py) and the pipeline's ``ttft`` and ``plots`` sections.
 
-Each figure, drawn by the command from the inputs that kvlab/pipeline.py gives it, is byte for byte the
+Each figure, drawn by the command from the inputs that kvlab/workflow/paths.py gives it, is byte for byte the
 committed PNG, in any process; it changes when any of its inputs does; bad input is one line on stderr
 and leaves the output alone. What a figure says is read from its artists: a figure of the synthetic example
 says so, coinciding series are drawn apart and named so, the budgets are the p50 the captions quote, the real
@@ -26,20 +26,22 @@ from conftest import ROOT, SCHEMA, both, deleter, kvlab, load_config, run_python
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from kvlab import pipeline
 from kvlab.cli import plots as plots_cli
 from kvlab.report import plots
+from kvlab.workflow import checks, commands, paths
 
-PLOT_INPUTS = pipeline.plot_inputs(load_config())  # {plot: its input artifacts, in the order `kvlab plots` takes them}
-PLOT_ARGS = {name: shlex.split(pipeline.plot_args(load_config(), name)) for name in PLOT_INPUTS}  # flags, as the rule
+PLOT_INPUTS = paths.plot_inputs(load_config())  # {plot: its input artifacts, in the order `kvlab plots` takes them}
+PLOT_ARGS = {
+    name: shlex.split(commands.job_args(load_config(), "plot", plot=name)) for name in PLOT_INPUTS
+}  # flags, as the rule
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# The real trace's figure, from the committed replay table and curves, as kvlab/pipeline.py lists them.
+# The real trace's figure, from the committed replay table and curves, as kvlab/workflow/paths.py lists them.
 TRACE_INPUTS = PLOT_INPUTS["trace_reuse"]
 TRACE_NOTE = "Token hit ratios of the Mooncake FAST'25 conversation trace (data/traces/mooncake/), LRU tiers"
 
 
 def committed_png(name):
-    return (ROOT / pipeline.plot_path(name)).read_bytes()
+    return (ROOT / paths.plot_path(name)).read_bytes()
 
 
 def tracked_files():
@@ -252,10 +254,10 @@ BAD_INPUTS = {
     "measurement without ttft_ms": ("ttft_per_pass", ['{"config": "a", "pass": "p"}\n'], 1, "ttft_ms"),
     "measurement not JSONL": ("ttft_per_pass", ["config,pass,ttft_ms\na,p,1\n"], 1, "bad-0"),
     "table without the measured column": ("predicted_vs_measured", ["config,pass\na,p\n"], 1, "measured_p50_ms"),
-    "budgets without rounds": ("ttft_budgets", ["cpu_gb,predicted_mean_ms\n0,1\n"], 1, "bad-0.csv: no column "),
+    "budgets without rounds": ("ttft_budgets", ["cpu_gib,predicted_mean_ms\n0,1\n"], 1, "bad-0.csv: no column "),
     "budgets of means only": (
         "ttft_budgets",
-        ["cpu_gb,round,token_hit_ratio,predicted_mean_ms\n0,all,0,1\n"],
+        ["cpu_gib,round,token_hit_ratio,predicted_mean_ms\n0,all,0,1\n"],
         1,
         "bad-0.csv: no column predicted_p50_ms",
     ),
@@ -445,21 +447,21 @@ def close_figures():
 
 def test_the_pipeline_notes_the_synthetic_example_under_its_figures():
     """The figures of times drawn from the synthetic example are the pipeline's MEASURED_PLOTS, noted so."""
-    for name in pipeline.MEASURED_PLOTS:
-        assert PLOT_ARGS[name] == ["--note", pipeline.SYNTHETIC_NOTE]
-    assert plots.is_synthetic(pipeline.SYNTHETIC_NOTE)
+    for name in commands.MEASURED_PLOTS:
+        assert PLOT_ARGS[name] == ["--note", commands.SYNTHETIC_NOTE]
+    assert plots.is_synthetic(commands.SYNTHETIC_NOTE)
     assert not plots.is_synthetic(load_config()["real_measurement"]["note"]) and not plots.is_synthetic(None)
 
 
-@pytest.mark.parametrize("name", pipeline.MEASURED_PLOTS)
+@pytest.mark.parametrize("name", commands.MEASURED_PLOTS)
 def test_a_figure_of_the_synthetic_example_says_so_and_claims_no_measurement(close_figures, name):
     drawn = figure(name, note=PLOT_ARGS[name][1])
     assert any("synthetic example" in title for title in titles(drawn)), titles(drawn)
     assert not [text for text in words(drawn) if "measur" in text.lower()], words(drawn)
-    assert [text.get_text() for text in drawn.texts] == [pipeline.SYNTHETIC_NOTE]
+    assert [text.get_text() for text in drawn.texts] == [commands.SYNTHETIC_NOTE]
 
 
-@pytest.mark.parametrize("name", pipeline.MEASURED_PLOTS)
+@pytest.mark.parametrize("name", commands.MEASURED_PLOTS)
 def test_a_figure_without_the_synthetic_note_does_not_say_synthetic(close_figures, name):
     for note in (None, "TTFT measured on a lab server"):
         drawn = figure(name, note=note)
@@ -467,7 +469,7 @@ def test_a_figure_without_the_synthetic_note_does_not_say_synthetic(close_figure
 
 
 def test_the_synthetic_comparison_names_its_bars_by_their_source(close_figures):
-    axis = figure("predicted_vs_measured", note=pipeline.SYNTHETIC_NOTE).axes[0]
+    axis = figure("predicted_vs_measured", note=commands.SYNTHETIC_NOTE).axes[0]
     assert legend_texts(axis) == ["synthetic example p50", "predicted p50"]
     assert legend_texts(figure("predicted_vs_measured").axes[0]) == ["measured p50", "predicted p50"]
 
@@ -499,7 +501,7 @@ def budgets_table():
 
 
 def test_the_budgets_figure_plots_the_p50_it_is_quoted_by(close_figures):
-    top, bottom = figure("ttft_budgets", note=pipeline.SYNTHETIC_NOTE).axes
+    top, bottom = figure("ttft_budgets", note=commands.SYNTHETIC_NOTE).axes
     assert "p50" in top.get_ylabel() and "mean" not in top.get_ylabel()
     rows = budgets_table()
     rounds = list(dict.fromkeys(row["round"] for row in rows))
@@ -507,7 +509,7 @@ def test_the_budgets_figure_plots_the_p50_it_is_quoted_by(close_figures):
         assert [" ".join(line.get_label().split()).split(" (")[0] for line in axis.lines] == rounds
         for line, name in zip(axis.lines, rounds, strict=True):
             mine = [row for row in rows if row["round"] == name]
-            assert list(line.get_xdata()) == [float(row["cpu_gb"]) for row in mine]
+            assert list(line.get_xdata()) == [float(row["cpu_gib"]) for row in mine]
             assert list(line.get_ydata()) == [float(row[column]) for row in mine]
 
 
@@ -561,7 +563,7 @@ def expected_legend(lines, number, unit):
 
 
 def test_the_cpu_cliffs_policies_that_coincide_are_drawn_apart_and_say_so(close_figures):
-    top, bottom = figure("cpu_cliff", note=pipeline.SYNTHETIC_NOTE).axes
+    top, bottom = figure("cpu_cliff", note=commands.SYNTHETIC_NOTE).axes
     assert_coinciding_lines_differ(top)
     assert legend_texts(top) == expected_legend(series_lines(top), lambda value: f"{value:,}", "tokens")
     assert any("same as" in text for text in legend_texts(top))  # the data have policies that coincide
@@ -572,7 +574,7 @@ def test_the_cpu_cliffs_policies_that_coincide_are_drawn_apart_and_say_so(close_
 
 
 def test_the_budgets_rounds_that_coincide_are_drawn_apart_and_say_so(close_figures):
-    top, bottom = figure("ttft_budgets", note=pipeline.SYNTHETIC_NOTE).axes
+    top, bottom = figure("ttft_budgets", note=commands.SYNTHETIC_NOTE).axes
     for axis in (top, bottom):
         assert_coinciding_lines_differ(axis)
         assert legend_texts(axis) == expected_legend(series_lines(axis), lambda value: f"{value:g}", "GiB")
@@ -666,9 +668,9 @@ def unaliased():
 
 
 def test_plot_inputs_are_targets_and_committed_artifacts(config):
-    targets, tracked = pipeline.all_targets(config), tracked_files()
-    for name, inputs in pipeline.plot_inputs(config).items():
-        assert pipeline.plot_path(name) in targets and pipeline.plot_path(name) in tracked
+    targets, tracked = paths.all_targets(config), tracked_files()
+    for name, inputs in paths.plot_inputs(config).items():
+        assert paths.plot_path(name) in targets and paths.plot_path(name) in tracked
         for path in inputs:
             measured = path == config.get("real_measurement", {}).get("source")  # a committed input, not built
             assert path in targets or measured, (name, path)  # the pipeline builds it before the plot
@@ -676,7 +678,7 @@ def test_plot_inputs_are_targets_and_committed_artifacts(config):
 
 
 def test_plot_inputs_of_the_committed_config(config):
-    assert pipeline.plot_inputs(config) == {
+    assert paths.plot_inputs(config) == {
         "gpu_cliff": ["results/cliff.json", "results/ttft/sweep-cliff.csv"],
         "cpu_cliff": ["results/policies/cpu_cliff.json", "results/ttft/sweep-cpu_cliff.csv"],
         "ttft_per_pass": ["results/ttft.jsonl"],
@@ -703,8 +705,8 @@ def test_the_trace_figure_is_noted_with_its_trace_not_the_synthetic_example():
 def test_ttft_targets_and_all_targets(config):
     ttft = ["results/ttft/model.json", "results/ttft/predicted_vs_measured.csv"]
     ttft += ["results/ttft/sweep-cliff.csv", "results/ttft/sweep-cpu_cliff.csv", "results/ttft/budgets-lab.csv"]
-    assert pipeline.ttft_targets(config) == ttft
-    targets = pipeline.all_targets(config)
+    assert paths.ttft_targets(config) == ttft
+    targets = paths.all_targets(config)
     figures = [f"results/plots/{name}.png" for name in plots.PLOTS]
     assert set(ttft + figures) <= set(targets)
     assert len(targets) == len(set(targets))
@@ -715,9 +717,9 @@ def test_no_curves_no_mrc_plot(config):
     config["mrc"]["workloads"] = []
     config["plots"]["mrc_block_tokens"] = 16  # not in mrc.block_tokens, and no curve to draw: fine
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
-    assert sorted(pipeline.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"mrc", "trace_reuse"})  # no curves
-    targets = pipeline.all_targets(config)
+    checks.check_config(config)
+    assert sorted(paths.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"mrc", "trace_reuse"})  # no curves
+    targets = paths.all_targets(config)
     assert "results/plots/mrc.png" not in targets and "results/plots/gpu_cliff.png" in targets
     assert "results/plots/trace_reuse.png" not in targets
     assert not [path for path in targets if path.startswith("results/mrc/")]
@@ -726,12 +728,12 @@ def test_no_curves_no_mrc_plot(config):
 def test_no_budgets_no_budgets_plot(config):
     del config["ttft"]["budgets"]
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
-    assert sorted(pipeline.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"ttft_budgets"})
-    assert pipeline.ttft_targets(config) == [pipeline.TTFT_MODEL, pipeline.TTFT_TABLE] + [
-        pipeline.ttft_sweep_path(sweep) for sweep in ("cliff", "cpu_cliff")
+    checks.check_config(config)
+    assert sorted(paths.plot_inputs(config)) == sorted(set(plots.PLOTS) - {"ttft_budgets"})
+    assert paths.ttft_targets(config) == [paths.TTFT_MODEL, paths.TTFT_TABLE] + [
+        paths.ttft_sweep_path(sweep) for sweep in ("cliff", "cpu_cliff")
     ]
-    targets = pipeline.all_targets(config)
+    targets = paths.all_targets(config)
     assert "results/plots/ttft_budgets.png" not in targets and "results/ttft/budgets-lab.csv" not in targets
     assert "results/plots/ttft_per_pass.png" in targets
 
@@ -751,8 +753,8 @@ def test_plot_inputs_follow_the_plots_section(config):
     config["plots"].update(gpu_cliff="wide", mrc_block_tokens=5011)
     config["mrc"]["gpu_tokens"] = [30000, 21520]  # the CPU curve at the first GPU room only
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
-    inputs = pipeline.plot_inputs(config)
+    checks.check_config(config)
+    inputs = paths.plot_inputs(config)
     assert inputs["gpu_cliff"] == ["results/wide.json", "results/ttft/sweep-wide.csv"]
     assert inputs["mrc"] == [
         "results/mrc/lab/block5011-gpu.csv",
@@ -760,10 +762,10 @@ def test_plot_inputs_follow_the_plots_section(config):
         "results/mrc/long_doc_qa/block5011-gpu.csv",
         "results/mrc/long_doc_qa/block5011-cpu-at-gpu30000.csv",
     ]
-    targets = pipeline.all_targets(config)
+    targets = paths.all_targets(config)
     assert set(inputs["gpu_cliff"] + inputs["mrc"]) <= set(targets)
     config["mrc"]["gpu_tokens"] = []  # GPU curves only
-    assert pipeline.plot_inputs(config)["mrc"] == [
+    assert paths.plot_inputs(config)["mrc"] == [
         "results/mrc/lab/block5011-gpu.csv",
         "results/mrc/long_doc_qa/block5011-gpu.csv",
     ]
@@ -786,13 +788,13 @@ def test_ttft_setting_is_the_example_measurements_by_yaml_reference():
     assert node("ttft", "setting", "configs") is node("example_measurement", "configs")  # written once
     # The example's CPU room, rewritten where the file writes it (whatever its layout): the setting follows.
     lmcache = config["example_measurement"]["configs"]["lmcache"]
-    room, cpu = node("example_measurement", "configs", "lmcache", "cpu"), lmcache["cpu"] + 1
+    room, cpu = node("example_measurement", "configs", "lmcache", "cpu_tokens"), lmcache["cpu_tokens"] + 1
     changed = yaml.safe_load(text[: room.start_mark.index] + str(cpu) + text[room.end_mark.index :])
-    assert changed["ttft"]["setting"]["configs"]["lmcache"] == {**lmcache, "cpu": cpu}
+    assert changed["ttft"]["setting"]["configs"]["lmcache"] == {**lmcache, "cpu_tokens": cpu}
     validate(changed, str(SCHEMA))
-    pipeline.check_config(changed)
-    assert f"--config lmcache:{lmcache['gpu']},{cpu}" in pipeline.ttft_fit_args(changed)
-    assert f"--config lmcache:{lmcache['gpu']},{lmcache['cpu']}" in pipeline.ttft_fit_args(config)
+    checks.check_config(changed)
+    assert f"--config lmcache:{lmcache['gpu_tokens']},{cpu}" in commands.job_args(changed, "ttft_fit")
+    assert f"--config lmcache:{lmcache['gpu_tokens']},{lmcache['cpu_tokens']}" in commands.job_args(config, "ttft_fit")
 
 
 # --- The cross-field rules of check_ttft ----------------------------------------------------------------------
@@ -837,11 +839,11 @@ TTFT_RULES = {
 def test_ttft_and_plots_cross_field_rules(unaliased, mutate, message):
     mutate(unaliased)
     validate(unaliased, str(SCHEMA))  # the schema alone lets these through
-    with pytest.raises(pipeline.ConfigError, match=message) as raised:
-        pipeline.check_config(unaliased)
+    with pytest.raises(checks.ConfigError, match=message) as raised:
+        checks.check_config(unaliased)
     assert "\n" not in str(raised.value)
-    with pytest.raises(pipeline.ConfigError, match=message):
-        pipeline.check_ttft(unaliased)  # the rule is check_ttft's
+    with pytest.raises(checks.ConfigError, match=message):
+        checks.check_ttft(unaliased)  # the rule is check_ttft's
 
 
 # --- The schema's ttft and plots sections ---------------------------------------------------------------------
@@ -854,9 +856,12 @@ SCHEMA_REJECTS = {
     "unknown pass order": (setter([*SETTING, "passes"], {"pass1": "forward"}), TTFT),
     "no passes": (setter([*SETTING, "passes"], {}), TTFT),
     "no configs": (setter([*SETTING, "configs"], {}), TTFT),
-    "config without cpu": (setter([*SETTING, "configs"], {"baseline": {"gpu": 21520}}), TTFT),
-    "negative gpu room": (setter([*SETTING, "configs"], {"baseline": {"gpu": -1, "cpu": 0}}), TTFT),
-    "unknown config key": (setter([*SETTING, "configs"], {"baseline": {"gpu": 1, "cpu": 0, "ram": 1}}), TTFT),
+    "config without cpu": (setter([*SETTING, "configs"], {"baseline": {"gpu_tokens": 21520}}), TTFT),
+    "negative gpu room": (setter([*SETTING, "configs"], {"baseline": {"gpu_tokens": -1, "cpu_tokens": 0}}), TTFT),
+    "unknown config key": (
+        setter([*SETTING, "configs"], {"baseline": {"gpu_tokens": 1, "cpu_tokens": 0, "ram": 1}}),
+        TTFT,
+    ),
     "setting of 0 documents": (setter([*SETTING, "docs"], 0), TTFT),
     "setting without tokens": (deleter([*SETTING, "tokens"]), TTFT),
     "unknown setting key": (setter([*SETTING, "model"], "qwen"), TTFT),
@@ -865,13 +870,13 @@ SCHEMA_REJECTS = {
     "sweeps as a string": (setter(["ttft", "sweeps"], "cliff"), TTFT),
     "duplicate sweep": (setter(["ttft", "sweeps"], ["cliff", "cliff"]), TTFT),
     "bad sweep name": (setter(["ttft", "sweeps"], ["Cliff-2"]), TTFT),
-    "negative cpu_gb": (setter([*BUDGETS, "cpu_gb"], [0, -0.5]), TTFT),
-    "no budgets": (setter([*BUDGETS, "cpu_gb"], []), TTFT),
-    "duplicate budget": (setter([*BUDGETS, "cpu_gb"], [1.5, 1.5]), TTFT),
-    "budget as text": (setter([*BUDGETS, "cpu_gb"], ["1.5"]), TTFT),
+    "negative cpu_gib": (setter([*BUDGETS, "cpu_gib"], [0, -0.5]), TTFT),
+    "no budgets": (setter([*BUDGETS, "cpu_gib"], []), TTFT),
+    "duplicate budget": (setter([*BUDGETS, "cpu_gib"], [1.5, 1.5]), TTFT),
+    "budget as text": (setter([*BUDGETS, "cpu_gib"], ["1.5"]), TTFT),
     "budgets without plan": (deleter([*BUDGETS, "plan"]), TTFT),
-    "budgets without cpu_gb": (deleter([*BUDGETS, "cpu_gb"]), TTFT),
-    "unknown budgets key": (setter([*BUDGETS, "gpu_gb"], [1]), TTFT),
+    "budgets without cpu_gib": (deleter([*BUDGETS, "cpu_gib"]), TTFT),
+    "unknown budgets key": (setter([*BUDGETS, "gpu_gib"], [1]), TTFT),
     "unknown ttft key": (setter(["ttft", "model"], "results/ttft/model.json"), TTFT),
     "missing ttft section": (deleter(["ttft"]), "'ttft' is a required property"),
     "missing plots section": (deleter(["plots"]), "'plots' is a required property"),
@@ -896,6 +901,6 @@ def test_schema_rejects(unaliased, mutate, where):
 
 def test_schema_accepts_the_committed_config_and_optional_budgets(config, unaliased):
     validate(config, str(SCHEMA))
-    pipeline.check_config(config)
+    checks.check_config(config)
     del unaliased["ttft"]["budgets"]
     validate(unaliased, str(SCHEMA))

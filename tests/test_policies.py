@@ -1,4 +1,4 @@
-"""Tests of ``kvlab policies`` (kvlab/cli/policies.py over kvlab/policies.py): the CPU cliff per write policy
+"""Tests of ``kvlab policies`` (kvlab/cli/policies.py over kvlab/designs.py): the CPU cliff per write policy
 against the lab's artifact and the write-back cliff's position, the policy table's order, bookkeeping, bound and
 agreement with ``kvlab replay``, the committed artifacts, and bad input (one stderr line, nothing written)."""
 
@@ -14,8 +14,9 @@ from conftest import ROOT, kvlab, load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline, policies
-from kvlab.files import dump_json
+from kvlab import designs as policies
+from kvlab.util.files import dump_json
+from kvlab.workflow import commands, paths
 
 WRITE_POLICIES = ["write-through", "write-back", "selective"]
 EVICTIONS = ["lru", "fifo", "lfu", "arc", "opt"]
@@ -115,9 +116,9 @@ def test_cliff_write_through_is_the_lab_artifact(tmp_path, config):
 
 def test_committed_policy_cliff(tmp_path):
     """results/policies/cpu_cliff.json is what the pipeline's command line writes today."""
-    args = shlex.split(pipeline.policy_cliff_args(load_config()))
+    args = shlex.split(commands.job_args(load_config(), "policy_cliff"))
     text = run_ok("cliff", *args, out=tmp_path / "cliff.json")
-    assert text == (ROOT / pipeline.POLICY_CLIFF).read_text(encoding="utf-8")
+    assert text == (ROOT / paths.POLICY_CLIFF).read_text(encoding="utf-8")
 
 
 @st.composite
@@ -298,9 +299,9 @@ def test_table_switches_apply_to_write_through_only(tmp_path):
 @pytest.mark.parametrize("workload", load_config()["policies"]["tables"]["workloads"])
 def test_committed_policy_tables(tmp_path, workload):
     """results/policies/<workload>.csv is what the pipeline's command line writes today."""
-    args = shlex.split(pipeline.policy_table_args(load_config(), workload))
+    args = shlex.split(commands.job_args(load_config(), "policy_table", workload=workload))
     text = run_ok("table", *args, out=tmp_path / "table.csv")
-    assert text == (ROOT / pipeline.policy_table_path(workload)).read_text(encoding="utf-8")
+    assert text == (ROOT / paths.policy_table_path(workload)).read_text(encoding="utf-8")
 
 
 def test_no_bound_is_claimed_when_partial_blocks_are_kept(tmp_path):

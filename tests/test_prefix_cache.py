@@ -9,13 +9,14 @@ from conftest import ROOT, load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import pipeline, scenario
+from kvlab import scenario
 from kvlab.cache.eviction import LRU
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WriteThrough
 from kvlab.kvsim import LRUCache
-from kvlab.replay import replay, rows_of
+from kvlab.loop import replay, rows_of
 from kvlab.report.sweep import VALUES
+from kvlab.workflow import commands
 from kvlab.workloads import WORKLOADS
 
 
@@ -172,7 +173,7 @@ def lab_artifact_cases():
     """(artifact, key, settings, passes, record) for every lab run and every sweep point of config.yaml."""
     config = load_config()
     for name, run in config["runs"].items():
-        merged = {**config["scenario"], **{key: run[key] for key in pipeline.SETTINGS if key in run}}
+        merged = {**config["scenario"], **{key: run[key] for key in commands.SETTINGS if key in run}}
         yield name, None, merged, run["passes"], None
     for name, sweep in config["sweeps"].items():
         for value in sweep["grid"]:
@@ -270,6 +271,6 @@ def test_partial_last_block_is_stored_only_when_kept():
     ],
 )
 def test_bad_cache_settings_are_refused_with_the_valid_values(kwargs, message):
-    settings = {"gpu_tokens": 10, "cpu_tokens": 0, "block_tokens": 4, **kwargs}
+    settings = {"gpu_room": 10, "cpu_room": 0, "block_tokens": 4, **kwargs}
     with pytest.raises(ValueError, match=message):
         WriteThrough(**settings)

@@ -8,9 +8,9 @@ import statistics
 
 from conftest import ROOT, kvlab, load_config
 
-from kvlab import pipeline
 from kvlab.cache.llama_cpp import LlamaCppServer
 from kvlab.summarize import read_records
+from kvlab.workflow import commands, paths
 
 REAL = load_config()["real_measurement"]
 
@@ -23,7 +23,7 @@ def predicted_tiers():
     """``{(config, pass, doc): tier}`` from kvlab's model of the server in the config's rooms."""
     tiers = {}
     for config, rooms in REAL["configs"].items():
-        server = LlamaCppServer(rooms["gpu"], rooms["cpu"], REAL["tokens"], REAL["state_extra_tokens"])
+        server = LlamaCppServer(rooms["gpu_tokens"], rooms["cpu_tokens"], REAL["tokens"], REAL["state_extra_tokens"])
         for name, order in REAL["passes"].items():
             for doc in range(REAL["docs"]) if order == "fwd" else reversed(range(REAL["docs"])):
                 gpu, cpu, _, _ = server.serve([doc], REAL["tokens"])
@@ -45,7 +45,7 @@ def test_every_measured_request_is_a_hit_exactly_where_the_model_says():
 
 def test_the_fit_is_out_of_sample(tmp_path):
     model, table = tmp_path / "model.json", tmp_path / "table.csv"
-    args = shlex.split(pipeline.real_fit_args(load_config()))
+    args = shlex.split(commands.job_args(load_config(), "real_ttft_fit"))
     done = kvlab("ttft", "fit", "--measurement", ROOT / REAL["source"], *args, "--model", model, "--table", table)
     assert done.returncode == 0, done.stderr
     document = json.loads(model.read_text())
@@ -57,7 +57,7 @@ def test_the_fit_is_out_of_sample(tmp_path):
     held_out = len(range(REAL["docs"])) - len(REAL["fit_docs"])
     assert [row["n"] for row in document["passes"]] == [held_out] * len(document["passes"])
     assert document["setting"]["fit_docs"] == sorted(REAL["fit_docs"])
-    committed = ROOT / pipeline.REAL_MODEL
+    committed = ROOT / paths.REAL_MODEL
     assert json.loads(committed.read_text()) == document  # the pipeline's artifact is this fit
 
 
@@ -65,7 +65,9 @@ def test_a_tier_no_fitted_document_has_is_fitted_on_the_compared_requests_and_na
     """With document 1 alone fitted, no fitted request is a context hit (only the last document read twice in a
     row is): that tier is fitted on the compared requests, and the model says so."""
     model, table = tmp_path / "model.json", tmp_path / "table.csv"
-    args = shlex.split(pipeline.real_fit_args({**load_config(), "real_measurement": {**REAL, "fit_docs": [1]}}))
+    args = shlex.split(
+        commands.job_args({**load_config(), "real_measurement": {**REAL, "fit_docs": [1]}}, "real_ttft_fit")
+    )
     done = kvlab("ttft", "fit", "--measurement", ROOT / REAL["source"], *args, "--model", model, "--table", table)
     assert done.returncode == 0, done.stderr
     document = json.loads(model.read_text())

@@ -1,4 +1,4 @@
-"""Tests of ``kvlab replay`` (kvlab/cli/replay.py over kvlab/replay.py): the one-JSON-object contract, the
+"""Tests of ``kvlab replay`` (kvlab/cli/replay.py over kvlab/loop.py): the one-JSON-object contract, the
 per-request CSV, bad flags, equivalence with the lab's document-level simulator, the Mooncake trace against an
 independent count, two-tier properties, and the progress bar (in a real process on a terminal)."""
 
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT, kvlab, run_python
 
-from kvlab import replay, scenario
+from kvlab import loop as replay
+from kvlab import scenario
 from kvlab.cache.write_policies import make_cache
 from kvlab.cli.replay import progress_bar
 from kvlab.workloads import WORKLOADS

@@ -16,8 +16,8 @@ import jinja2
 import pytest
 from conftest import ROOT, load_config, tool
 
-from kvlab import pipeline
 from kvlab.report import plots
+from kvlab.workflow import commands, paths
 
 # The key sentence of each artifact's caption (report/*.rst, rendered with the artifact's wildcards).
 CAPTIONS = {
@@ -71,9 +71,9 @@ def script_variable(html, name):
 def report_artifacts(config):
     """Every artifact marked report() in rules/*.smk, as the config names them."""
     lab = [f"results/{name}.json" for name in [*config["runs"], *config["sweeps"], "measured"]]
-    planner = [pipeline.POLICY_CLIFF, *map(pipeline.plan_path, config["plans"]), pipeline.TTFT_TABLE]
-    real = [pipeline.REAL_MEASURED, pipeline.REAL_TABLE] if "real_measurement" in config else []
-    return sorted(lab + planner + real + list(map(pipeline.plot_path, pipeline.plot_inputs(config))))
+    planner = [paths.POLICY_CLIFF, *map(paths.plan_path, config["plans"]), paths.TTFT_TABLE]
+    real = [paths.REAL_MEASURED, paths.REAL_TABLE] if "real_measurement" in config else []
+    return sorted(lab + planner + real + list(map(paths.plot_path, paths.plot_inputs(config))))
 
 
 def test_report_is_one_self_contained_html_file(built, html):
@@ -106,7 +106,7 @@ def test_report_has_every_report_artifact_with_its_caption(html):
 def test_report_embeds_the_committed_figures(html):
     results = script_variable(html, "results")
     categories = script_variable(html, "categories")
-    figures = [pipeline.plot_path(name) for name in sorted(pipeline.plot_inputs(load_config()))]
+    figures = [paths.plot_path(name) for name in sorted(paths.plot_inputs(load_config()))]
     assert sorted(path for paths in categories["Figures"].values() for path in paths) == figures
     for path in figures:
         entry = results[path]
@@ -131,12 +131,12 @@ def test_report_text_names_the_findings_and_the_six_plots(html):
 SYNTHETIC_JOBS = [
     ("measured.rst", "measured", {}),
     ("predicted_vs_measured_table.rst", "ttft_fit", {}),
-    *(("plot.rst", "plot", {"plot": name}) for name in pipeline.MEASURED_PLOTS),
+    *(("plot.rst", "plot", {"plot": name}) for name in commands.MEASURED_PLOTS),
 ]
 REAL_JOBS = [
     ("measured.rst", "real_measured", {}),
     ("predicted_vs_measured_table.rst", "real_ttft_fit", {}),
-    *(("plot.rst", "plot", {"plot": name}) for name in pipeline.REAL_PLOTS),
+    *(("plot.rst", "plot", {"plot": name}) for name in commands.REAL_PLOTS),
 ]
 
 

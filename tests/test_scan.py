@@ -1,4 +1,4 @@
-"""The compiled scanner of plain JSON lines (kvlab/scan.py) against the standard library's json: every line it
+"""The compiled scanner of plain JSON lines (kvlab/workloads/scan.py) against the standard library's json: every line it
 takes, json reads as the same numbers (on lines written every way JSON allows and on random edits of them), and
 it takes every plain line, so the trace reader's fast path is used where it should be."""
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.scan import BLANK, OK, OTHER, scan
+from kvlab.workloads.scan import BLANK, OK, OTHER, scan
 
 NAMES = ("timestamp", "input_length", "output_length", "hash_ids")
 LISTED = 3

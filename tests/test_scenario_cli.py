@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from kvlab import scenario
 from kvlab.cache.write_policies import make_cache
-from kvlab.replay import replay as block_replay
+from kvlab.loop import replay as block_replay
 from kvlab.workloads import LabWorkload
 
 SCRIPT = KVLAB / "scenario.py"

@@ -1,5 +1,5 @@
-"""The trace readers (kvlab/traces.py): the fast path (simdjson, a batch at a time) against the reference reader
-(the standard library's json, a line at a time), on traces of both formats written in every way JSON allows,
+"""The trace readers (kvlab/workloads/traces.py): the fast path (simdjson, a batch at a time) against the reference
+reader (the standard library's json, a line at a time), on traces of both formats written in every way JSON allows,
 and on every kind of bad line: the same requests, or the same one-line error naming the same line.
 """
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.traces import BAILIAN, FORMATS, MOONCAKE, TraceError, read
 from kvlab.workloads import WORKLOADS
+from kvlab.workloads.traces import BAILIAN, FORMATS, MOONCAKE, TraceError, read
 
 ID = st.integers(-(2**63), 2**63 - 1) | st.integers(0, 50)
 

@@ -22,13 +22,14 @@ from conftest import ROOT, kvlab, load_config, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab import kvsim, pipeline
+from kvlab import kvsim
 from kvlab.cache.write_policies import make_cache
 from kvlab.cli import replay as replay_cli
 from kvlab.cli import ttft as ttft_cli
 from kvlab.cli.flags import make_workload
+from kvlab.loop import replay, rows_of
 from kvlab.measure import example as example_measurement
-from kvlab.replay import replay, rows_of
+from kvlab.workflow import commands, paths
 
 RESULTS = ROOT / "results"
 COMMITTED = RESULTS / "ttft"
@@ -119,7 +120,7 @@ def run_fit(records, docs, tokens, configs, passes):
     assert document["setting"] == {
         "docs": docs,
         "tokens": tokens,
-        "configs": {name: {"gpu": gpu, "cpu": cpu} for name, gpu, cpu in configs},
+        "configs": {name: {"gpu_tokens": gpu, "cpu_tokens": cpu} for name, gpu, cpu in configs},
         "passes": dict(passes),
     }
     assert table == [
@@ -397,23 +398,23 @@ def run_ttft(*argv, process=False):
 
 def pipeline_fit(folder, process=False):
     """`kvlab ttft fit` with the pipeline's command line (rules/ttft.smk)."""
-    args = shlex.split(pipeline.ttft_fit_args(load_config()))
+    args = shlex.split(commands.job_args(load_config(), "ttft_fit"))
     model, table = folder / "model.json", folder / "predicted_vs_measured.csv"
-    run_ttft("fit", "--measurement", pipeline.MEASUREMENT, *args, "--model", model, "--table", table, process=process)
+    run_ttft("fit", "--measurement", paths.MEASUREMENT, *args, "--model", model, "--table", table, process=process)
     return model, table
 
 
-def pipeline_sweep(folder, sweep, model=pipeline.TTFT_MODEL, process=False):
+def pipeline_sweep(folder, sweep, model=paths.TTFT_MODEL, process=False):
     out = folder / f"sweep-{sweep}.csv"
-    args = shlex.split(pipeline.ttft_sweep_args(load_config(), sweep))
+    args = shlex.split(commands.job_args(load_config(), "ttft_sweep", sweep=sweep))
     run_ttft("sweep", "--model", model, *args, "--out", out, process=process)
     return out
 
 
-def pipeline_budgets(folder, model=pipeline.TTFT_MODEL, process=False):
+def pipeline_budgets(folder, model=paths.TTFT_MODEL, process=False):
     config = load_config()
     out = folder / f"budgets-{config['ttft']['budgets']['plan']}.csv"
-    args = shlex.split(pipeline.ttft_budgets_args(config))
+    args = shlex.split(commands.job_args(config, "ttft_budgets", plan=config["ttft"]["budgets"]["plan"]))
     run_ttft("budgets", "--model", model, *args, "--out", out, process=process)
     return out
 
@@ -446,7 +447,7 @@ def test_committed_fit_against_the_example_and_the_summary(tmp_path):
     (results/measured.json)."""
     config = load_config()
     spec = config["example_measurement"]
-    configs = [(name, rooms["gpu"], rooms["cpu"]) for name, rooms in spec["configs"].items()]
+    configs = [(name, rooms["gpu_tokens"], rooms["cpu_tokens"]) for name, rooms in spec["configs"].items()]
     passes = list(spec["passes"].items())
     records = [json.loads(line) for line in (RESULTS / "ttft.jsonl").read_text(encoding="utf-8").splitlines()]
     drawn = example_measurement.generate(
@@ -497,7 +498,7 @@ def expected_sweep(tiers_json, docs, tokens, orders, rooms, vary, grid, policy):
     passes = [(f"pass{number}", order) for number, order in enumerate(orders, start=1)]
     rows = []
     for value in grid:
-        gpu, cpu = (value, rooms["cpu"]) if vary == "gpu" else (rooms["gpu"], value)
+        gpu, cpu = (value, rooms["cpu_tokens"]) if vary == "gpu_tokens" else (rooms["gpu_tokens"], value)
         tiers = served([("x", gpu, cpu)], passes, docs, lambda doc: tokens, policy)
         for name, _ in passes:
             mine = [tiers["x", name, doc] for doc in range(docs)]
@@ -505,7 +506,7 @@ def expected_sweep(tiers_json, docs, tokens, orders, rooms, vary, grid, policy):
             p50, mean = (statistics.median(times), statistics.mean(times)) if times else (0.0, 0.0)
             rows.append(
                 {
-                    f"{vary}_tokens": str(value),
+                    vary: str(value),
                     "pass": name,
                     **{tier: str(mine.count(tier)) for tier in TIERS},
                     "predicted_p50_ms": str(round(p50, 1)),
@@ -522,22 +523,22 @@ def expected_sweep(tiers_json, docs, tokens, orders, rooms, vary, grid, policy):
     tokens=st.integers(1, 3000),
     orders=st.lists(st.sampled_from(["fwd", "rev"]), min_size=1, max_size=3),
     policy=st.sampled_from(sorted(CACHES)),
-    vary=st.sampled_from(["gpu", "cpu"]),
+    vary=st.sampled_from(["gpu_tokens", "cpu_tokens"]),
     data=st.data(),
 )
 def test_sweep_is_the_simulators_tiers_priced(tiers_json, docs, tokens, orders, policy, vary, data):
     room = rooms(docs, tokens)
-    fixed = {"gpu": data.draw(room), "cpu": data.draw(room)}
+    fixed = {"gpu_tokens": data.draw(room), "cpu_tokens": data.draw(room)}
     grid = data.draw(st.lists(room, min_size=1, max_size=4, unique=True))
     with tempfile.TemporaryDirectory() as folder:
         model, out = Path(folder) / "model.json", Path(folder) / "sweep.csv"
         model.write_text(json.dumps({"tiers": tiers_json}), encoding="utf-8")
         call_ok(
             *["sweep", "--model", model, "--docs", docs, "--tokens", tokens, "--passes", ",".join(orders)],
-            *["--gpu", fixed["gpu"], "--cpu", fixed["cpu"], "--write-policy", policy],
+            *["--gpu-tokens", fixed["gpu_tokens"], "--cpu-tokens", fixed["cpu_tokens"], "--write-policy", policy],
             *["--vary", vary, "--grid", ",".join(map(str, grid)), "--out", out],
         )
-        assert header(out) == [f"{vary}_tokens", "pass", *TIERS, "predicted_p50_ms", "predicted_mean_ms"]
+        assert header(out) == [vary, "pass", *TIERS, "predicted_p50_ms", "predicted_mean_ms"]
         assert read_csv(out) == expected_sweep(tiers_json, docs, tokens, orders, fixed, vary, grid, policy)
 
 
@@ -552,12 +553,14 @@ def test_sweep_follows_the_write_policy(tmp_path, policy, loads):
     out = tmp_path / "sweep.csv"
     call_ok(
         *["sweep", "--model", COMMITTED / "model.json", "--docs", 3, "--tokens", 100, "--passes", "fwd,rev"],
-        *["--gpu", 100, "--write-policy", policy, "--vary", "cpu", "--grid", "0,100,200,300", "--out", out],
+        *["--gpu-tokens", 100, "--write-policy", policy, "--vary", "cpu_tokens", "--grid", "0,100,200,300"],
+        *["--out", out],
     )
     rows = read_csv(out)
     assert [int(row["cpu_load"]) for row in rows if row["pass"] == "pass2"] == loads
     tiers_json = json.loads((COMMITTED / "model.json").read_text(encoding="utf-8"))["tiers"]
-    assert rows == expected_sweep(tiers_json, 3, 100, ["fwd", "rev"], {"gpu": 100}, "cpu", [0, 100, 200, 300], policy)
+    rooms = {"gpu_tokens": 100}
+    assert rows == expected_sweep(tiers_json, 3, 100, ["fwd", "rev"], rooms, "cpu_tokens", [0, 100, 200, 300], policy)
 
 
 @pytest.mark.parametrize("sweep", load_config()["ttft"]["sweeps"])
@@ -569,7 +572,7 @@ def test_committed_sweeps(tmp_path, sweep):
     assert out.read_bytes() == (COMMITTED / f"sweep-{sweep}.csv").read_bytes()
     spec = config["sweeps"][sweep]
     lab = {**config["scenario"], **spec["fixed"]}
-    rooms = {"gpu": lab.get("gpu", 21520), "cpu": lab.get("cpu", 0)}
+    rooms = {"gpu_tokens": lab.get("gpu", 21520), "cpu_tokens": lab.get("cpu", 0)}  # the lab's spelling in sweeps
     tiers_json = json.loads((COMMITTED / "model.json").read_text(encoding="utf-8"))["tiers"]
     expected = expected_sweep(
         tiers_json,
@@ -577,7 +580,7 @@ def test_committed_sweeps(tmp_path, sweep):
         lab["tokens"],
         spec["passes"],
         rooms,
-        spec["vary"],
+        f"{spec['vary']}_tokens",
         spec["grid"],
         lab.get("write_policy", "write-through"),
     )
@@ -638,7 +641,7 @@ def test_committed_budgets(tmp_path):
     committed = COMMITTED / "budgets-lab.csv"
     assert out.read_bytes() == committed.read_bytes()
     assert header(committed) == [
-        "cpu_gb",
+        "cpu_gib",
         "cpu_tokens",
         "round",
         "token_hit_ratio",
@@ -647,13 +650,20 @@ def test_committed_budgets(tmp_path):
     ]
     config = load_config()
     args = ttft_cli.build_parser("kvlab ttft").parse_args(
-        ["budgets", "--model", "m", *shlex.split(pipeline.ttft_budgets_args(config)), "--out", "o"]
+        [
+            "budgets",
+            "--model",
+            "m",
+            *shlex.split(commands.job_args(config, "ttft_budgets", plan=config["ttft"]["budgets"]["plan"])),
+            "--out",
+            "o",
+        ]
     )
     tiers_json = json.loads((COMMITTED / "model.json").read_text(encoding="utf-8"))["tiers"]
     rows = read_csv(committed)
-    grid = config["ttft"]["budgets"]["cpu_gb"]
+    grid = config["ttft"]["budgets"]["cpu_gib"]
     rounds = ["all", *(f"pass{n}" for n in range(1, len(args.passes.split(",")) + 1))]
-    assert [(row["cpu_gb"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
+    assert [(row["cpu_gib"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
     for gb in grid:
         cpu_tokens = cpu_tokens_of(str(gb))
         report, requests = replay_run(
@@ -665,7 +675,7 @@ def test_committed_budgets(tmp_path):
             ],
             tmp_path,
         )
-        mine = [row for row in rows if row["cpu_gb"] == str(float(gb))]
+        mine = [row for row in rows if row["cpu_gib"] == str(float(gb))]
         figures = [report, *report["rounds"]]
         for row, name, figure in zip(mine, rounds, figures, strict=True):
             assert int(row["cpu_tokens"]) == cpu_tokens
@@ -684,9 +694,9 @@ def test_committed_budgets(tmp_path):
             assert near(float(row["predicted_p50_ms"]), statistics.median(times)), (gb, name)
             assert near(float(row["predicted_mean_ms"]), statistics.mean(times)), (gb, name)
     recompute = round(tiers_json["recompute"]["intercept_ms"], 1)
-    no_cpu = [row for row in rows if float(row["cpu_gb"]) == 0 and row["round"] == "pass1"]
+    no_cpu = [row for row in rows if float(row["cpu_gib"]) == 0 and row["round"] == "pass1"]
     assert [(row["cpu_tokens"], float(row["predicted_p50_ms"])) for row in no_cpu] == [("0", recompute)]
-    with_cpu = [row for row in rows if float(row["cpu_gb"]) > 0 and row["round"] == "pass1"]
+    with_cpu = [row for row in rows if float(row["cpu_gib"]) > 0 and row["round"] == "pass1"]
     offload = round(tiers_json["recompute_offload"]["intercept_ms"], 1)
     assert {float(row["predicted_p50_ms"]) for row in with_cpu} == {offload} != {recompute}
 
@@ -717,11 +727,11 @@ def test_budgets_price_each_requests_mix(
             *["budgets", "--model", model, "--workload", "lab", "--docs", docs, "--tokens", tokens],
             *["--passes", ",".join(orders), "--model-config", QWEN_1_5B, "--chunk-tokens", chunk],
             *["--gpu-tokens", gpu, "--write-policy", policy, "--partial-blocks", partial],
-            *["--eviction-order", eviction_order, "--cpu-gb-grid", ",".join(grid), "--out", out],
+            *["--eviction-order", eviction_order, "--cpu-gib-grid", ",".join(grid), "--out", out],
         )
         rows = read_csv(out)
     rounds = ["all", *(f"pass{n}" for n in range(1, len(orders) + 1))]
-    assert [(row["cpu_gb"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
+    assert [(row["cpu_gib"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
     workload = make_workload(lab_args(docs, tokens, orders), chunk)
     for index, gb in enumerate(grid):
         cpu_tokens = cpu_tokens_of(gb)
@@ -872,11 +882,11 @@ def test_fit_unwritable_table_leaves_the_model(tmp_path):
     [
         ([], "kvlab ttft: error: ", "command"),
         (["predict"], "kvlab ttft: error: ", "invalid choice"),
-        (["fit", "--config", "baseline:21520"], "kvlab ttft fit: error: ", "expected NAME:GPU,CPU"),
+        (["fit", "--config", "baseline:21520"], "kvlab ttft fit: error: ", "expected NAME:GPU_TOKENS,CPU_TOKENS"),
         (["fit", "--pass", "p1:sideways"], "kvlab ttft fit: error: ", "expected NAME:fwd or NAME:rev"),
         (["sweep", "--grid", "1,1"], "kvlab ttft sweep: error: ", "given twice"),
         (["sweep", "--passes", "fwd,up"], "kvlab ttft sweep: error: ", "argument --passes"),
-        (["budgets", "--cpu-gb-grid", "-1"], "kvlab ttft budgets: error: ", "expected a number of GiB >= 0"),
+        (["budgets", "--cpu-gib-grid", "-1"], "kvlab ttft budgets: error: ", "expected a number of GiB >= 0"),
     ],
 )
 def test_bad_arguments(argv, prefix, fragment):
@@ -885,18 +895,18 @@ def test_bad_arguments(argv, prefix, fragment):
 
 
 def sweep_argv(model):
-    return ["sweep", "--model", model, "--docs", 3, "--tokens", 100, "--passes", "fwd,fwd", "--cpu", 0]
+    return ["sweep", "--model", model, "--docs", 3, "--tokens", 100, "--passes", "fwd,fwd", "--cpu-tokens", 0]
 
 
 def budgets_argv(model, grid="0,0.5"):
     return [
         *["budgets", "--model", model, "--workload", "lab", "--docs", 3, "--tokens", 1000, "--passes", "fwd,fwd"],
-        *["--model-config", QWEN_1_5B, "--gpu-tokens", 1024, "--cpu-gb-grid", grid],
+        *["--model-config", QWEN_1_5B, "--gpu-tokens", 1024, "--cpu-gib-grid", grid],
     ]
 
 
 COMMANDS = {
-    "sweep": lambda model, out: [*sweep_argv(model), "--vary", "gpu", "--grid", "0,300", "--out", out],
+    "sweep": lambda model, out: [*sweep_argv(model), "--vary", "gpu_tokens", "--grid", "0,300", "--out", out],
     "budgets": lambda model, out: [*budgets_argv(model), "--out", out],
 }
 
@@ -965,7 +975,7 @@ def test_bad_model_file(tmp_path, command, content, fragment):
         lambda m, model, out: fit_argv(m, 3, 100, SMALL_CONFIGS, SMALL_PASSES, m, out),  # the model over the input
         lambda m, model, out: fit_argv(m, 3, 100, SMALL_CONFIGS, SMALL_PASSES, out, m),  # the table over the input
         lambda m, model, out: fit_argv(m, 3, 100, SMALL_CONFIGS, SMALL_PASSES, out, out),  # two outputs in one
-        lambda m, model, out: [*sweep_argv(model), "--vary", "gpu", "--grid", "0,300", "--out", model],
+        lambda m, model, out: [*sweep_argv(model), "--vary", "gpu_tokens", "--grid", "0,300", "--out", model],
         lambda m, model, out: [*budgets_argv(model), "--out", model],
         lambda m, model, out: [*budgets_argv(model), "--out", QWEN_1_5B],  # the model config is an input too
     ],
@@ -992,12 +1002,12 @@ def test_model_without_a_needed_tier(tmp_path):
     model, out = tmp_path / "model.json", tmp_path / "out.csv"
     call_ok(*fit_argv(measurement, 3, 100, SMALL_CONFIGS[:1], SMALL_PASSES, model, tmp_path / "t.csv"))
     assert set(json.loads(model.read_text(encoding="utf-8"))["tiers"]) == {"gpu_hit", "recompute"}
-    status, err = call(*sweep_argv(model), "--vary", "cpu", "--grid", "0,300", "--out", out)
+    status, err = call(*sweep_argv(model), "--vary", "cpu_tokens", "--grid", "0,300", "--out", out)
     fails_with_one_line(status, err, "kvlab ttft sweep: error: ", "no recompute_offload request")
     status, err = call(*budgets_argv(model, "0,0.5"), "--out", out)
     fails_with_one_line(status, err, "kvlab ttft budgets: error: ", "no recompute_offload request")
     assert not out.exists()
-    call_ok(*sweep_argv(model), "--vary", "cpu", "--grid", "0", "--out", out)  # no CPU tier: priceable
+    call_ok(*sweep_argv(model), "--vary", "cpu_tokens", "--grid", "0", "--out", out)  # no CPU tier: priceable
     assert [(row["recompute"], row["gpu_hit"]) for row in read_csv(out)] == [("3", "0"), ("0", "3")]
 
 

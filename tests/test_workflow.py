@@ -28,10 +28,10 @@ from conftest import (
     tool,
 )
 
-from kvlab import pipeline
 from kvlab.cli import COMMANDS
-from kvlab.freshness import compare, results_of
-from kvlab.runs import hold_lock
+from kvlab.workflow import paths, stamps
+from kvlab.workflow.freshness import compare, results_of
+from kvlab.workflow.runs import hold_lock
 
 pytestmark = pytest.mark.pipeline
 
@@ -117,10 +117,10 @@ def test_appending_a_sweep_value_reruns_only_that_point_and_what_reads_the_sweep
     done = run_pipeline(copy)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    made = [f"results/{sweep}.json", *([pipeline.ttft_sweep_path(sweep)] if sweep in config["ttft"]["sweeps"] else [])]
+    made = [f"results/{sweep}.json", *([paths.ttft_sweep_path(sweep)] if sweep in config["ttft"]["sweeps"] else [])]
     readers = [
-        pipeline.plot_path(name)
-        for name, inputs in pipeline.plot_inputs(config).items()
+        paths.plot_path(name)
+        for name, inputs in paths.plot_inputs(config).items()
         if any(path in inputs for path in made)
     ]
     expected = sorted([*made, *readers])
@@ -142,10 +142,8 @@ def test_appending_a_replay_room_reruns_only_the_new_points_and_the_tables(regen
     sharing = [
         name for name, spec in config["replay"]["workloads"].items() if "gpu_tokens" not in spec.get("rooms", {})
     ]
-    assert changed_since(copy, before) == sorted(map(pipeline.replay_table_path, sharing))
-    new_points = sorted(
-        path for name in sharing for path in pipeline.replay_points(config, name) if f"gpu{room}-" in path
-    )
+    assert changed_since(copy, before) == sorted(map(paths.replay_table_path, sharing))
+    new_points = sorted(path for name in sharing for path in paths.replay_points(config, name) if f"gpu{room}-" in path)
     assert new_points == sorted(str(p.relative_to(copy)) for p in (copy / "results").rglob(f"gpu{room}-*.json"))
     assert new_points
 
@@ -184,7 +182,8 @@ def test_a_mooncake_trace_is_one_config_entry(regenerated, tmp_path):
 
 def test_editing_a_leaf_module_reruns_exactly_the_jobs_that_import_it(regenerated, tmp_path):
     """Which code a job runs is derived from the imports: touch one eviction policy, and the jobs whose commands
-    import it (and what reads their outputs) rerun; the lab's scenario jobs, which do not, stay."""
+    import it (and what reads their outputs: the example's summary) rerun; the lab's scenario jobs, which do not,
+    stay."""
     copy = without_metadata(regenerated, tmp_path / "copy")
     (copy / "kvlab").unlink()
     shutil.copytree(KVLAB, copy / "kvlab", ignore=shutil.ignore_patterns("__pycache__"))  # file times kept
@@ -195,28 +194,30 @@ def test_editing_a_leaf_module_reruns_exactly_the_jobs_that_import_it(regenerate
     jobs = set(planned(copy))
 
     commands = {"replay_point": "replay", "policy_cliff": "policies", "mrc_gpu": "mrc", "plan": "plan"}
+    commands["example_measurement"] = "example-measurement"  # its tiers come from the reference engine
     for rule, command in commands.items():
-        assert leaf in pipeline.command_code(command)
+        assert leaf in stamps.command_code(f"kvlab.cli.{COMMANDS[command][0]}")
         assert rule in jobs
     for rule, command in {
         "lab_run": "scenario",
         "sweep_point": "scenario",
-        "example_measurement": "example-measurement",
-        "measured": "summarize",
         "sweep_collect": "collect",
     }.items():
-        assert leaf not in pipeline.command_code(command)
+        assert leaf not in stamps.command_code(f"kvlab.cli.{COMMANDS[command][0]}")
         assert rule not in jobs
 
 
 def test_command_code_follows_the_imports():
     """A module a command imports (directly or not) is in its code; one it does not import is not."""
-    replay = pipeline.command_code("replay")
-    assert {"kvlab/replay.py", "kvlab/workloads.py", "kvlab/cache/prefix.py", "kvlab/cli/replay.py"} <= set(replay)
-    assert "kvlab/curves/mrc.py" not in replay and "kvlab/report/plots.py" not in replay
-    scenario = pipeline.command_code("scenario")
+    replay = stamps.command_code(f"kvlab.cli.{COMMANDS['replay'][0]}")
+    assert {"kvlab/loop.py", "kvlab/workloads/__init__.py", "kvlab/cache/prefix.py", "kvlab/cli/replay.py"} <= set(
+        replay
+    )
+    assert "kvlab/report/plots.py" not in replay and "kvlab/measure/client.py" not in replay
+    scenario = stamps.command_code(f"kvlab.cli.{COMMANDS['scenario'][0]}")
     assert "kvlab/kvsim.py" in scenario and "kvlab/summarize.py" not in scenario
-    assert all((ROOT / path).is_file() for name in COMMANDS for path in pipeline.command_code(name))
+    modules = [f"kvlab.cli.{module}" for module, _ in COMMANDS.values()]
+    assert all((ROOT / path).is_file() for module in modules for path in stamps.command_code(module))
 
 
 def test_a_second_run_in_the_same_folder_stops_and_names_the_first(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for kvlab/workloads.py: the lab, long_doc_qa and Mooncake sources of the block-level replay.
+"""Tests for kvlab/workloads/__init__.py: the lab, long_doc_qa and Mooncake sources of the block-level replay.
 
 Expected orders and keys come from independent models written here: the lab's passes from the
 settings, long_doc_qa's query round from LMCache's ``repeat_prompts`` (global ``random``, as the
@@ -17,8 +17,8 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.traces import FORMATS, MOONCAKE, TraceError, read
 from kvlab.workloads import WORKLOADS, Workload, WorkloadError, repeat_documents
+from kvlab.workloads.traces import FORMATS, MOONCAKE, TraceError, read
 
 Lab = WORKLOADS["lab"]
 LongDocQA = WORKLOADS["long_doc_qa"]

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
-from kvlab.cache.write_policies import make_cache
+from kvlab.cache.write_policies import CacheSettings, make_cache
 from kvlab.kvsim import TwoTierCache
-from kvlab.replay import replay
+from kvlab.loop import replay
 from kvlab.workloads import LabWorkload
 
 DESIGNS = ("write-through", "write-back", "selective")
@@ -425,9 +425,13 @@ def test_bad_names_are_refused_listing_the_valid_ones(setting, valid):
     arguments = {"write_policy": "write-through", "gpu_tokens": 10, "cpu_tokens": 10, "block_tokens": 2}
     arguments[setting] = "nonsense"
     with pytest.raises(ValueError, match=setting) as error:
-        make_cache(**arguments)
+        CacheSettings(**arguments)
     assert valid in str(error.value)
     assert "nonsense" in str(error.value)
+    rooms = {"gpu_room": arguments.pop("gpu_tokens"), "cpu_room": arguments.pop("cpu_tokens")}
+    with pytest.raises(ValueError, match=setting) as again:  # the engine itself says the same (rooms in bytes too)
+        make_cache(**rooms, **arguments)
+    assert str(again.value) == str(error.value)
 
 
 @pytest.mark.parametrize("tier", ["gpu_eviction", "cpu_eviction"])

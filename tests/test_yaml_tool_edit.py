@@ -69,7 +69,7 @@ def extensions(config):
         ("sweeps", "cpu_cliff", "grid"): at(config, ("policies", "cpu_cliff", "grid")),
         ("replay", "rooms", "gpu_tokens"): at(config, ("sweeps", "cliff", "grid")),
         ("mrc", "gpu_tokens"): at(config, ("sweeps", "cliff", "grid")),
-        ("ttft", "budgets", "cpu_gb"): [max(at(config, ("ttft", "budgets", "cpu_gb"))) + 0.25],
+        ("ttft", "budgets", "cpu_gib"): [max(at(config, ("ttft", "budgets", "cpu_gib"))) + 0.25],
     }
     return {path: new_value(at(config, path), others) for path, others in sources.items()}
 

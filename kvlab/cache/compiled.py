@@ -8,22 +8,22 @@ compiling to pay (numba's import and the kernels' loading cost more than the Pyt
 engine. numpy and numba are imported only when the compiled engine runs.
 """
 
-from kvlab.files import BATCH_BYTES
-from kvlab.memory import Footprint
+from kvlab.util.files import BATCH_BYTES
+from kvlab.util.memory import Footprint
 
-__all__ = ["FOOTPRINT", "STATE_BYTES_PER_KEY", "CompiledLRU", "compiled_cache", "fastest_cache"]
+__all__ = ["FOOTPRINT", "STATE_BYTES_PER_KEY", "CompiledLRU", "compiles", "has"]
 
 NONE = -1
 # What write-through's CPU does with the blocks the GPU served (LMCache's switches): by (touch, re-store).
 ON_GPU_HIT = {(False, False): 0, (True, False): 1, (False, True): 2, (True, True): 3}
 COMPILE_WORTH = 2**18  # block accesses from which compiling (importing numba, loading the kernels) pays
 
-# What a compiled replay holds (kvlab/memory.py), at its worst, above start-up; bench/memory_footprint.py checks it
+# What a compiled replay holds (kvlab/util/memory.py), at its worst, above start-up; bench/memory_footprint.py checks it
 # against the peak resident memory. The state is a key's entry per tier, before, after and size, int32 (24 bytes;
 # int64 only for blocks past 2**31 tokens, and no trace has those), grown by doubling: up to twice the keys, and
 # while it grows the old array as well, so up to 3 x 24 bytes a key.
 STATE_BYTES_PER_KEY = 3 * 2 * 3 * 4
-# The hash table of dense ids (kvlab/dense.py): 12 bytes a slot, at most half full, doubled before each batch
+# The hash table of dense ids (kvlab/workloads/dense.py): 12 bytes a slot, at most half full, doubled before each batch
 # until it has room for the whole batch new: up to 4 slots a key (48 bytes) and an id of the batch, and while it
 # doubles the old table as well, 6 slots (72 bytes). It doubles between batches, the state within one, so the
 # worst is one doubling beside the other at its largest: 72 + 48 bytes a key.
@@ -32,7 +32,7 @@ TABLE_BYTES_PER_KEY = 6 * 12
 # request are distinct (hash ids are chained), so the ids of a long request take more: 3 bytes an id at the least.
 IDS_PER_BATCH = BATCH_BYTES // 3
 # The reader's batch, besides: its bytes read, joined to the rest of the last read, split into lines and joined
-# again for the scanner, the scanner's arrays (an int64 per comma), the dense ids (kvlab/traces.py, stream.py).
+# again for the scanner, the scanner's arrays (an int64 per comma), the dense ids (kvlab/workloads/: traces, stream).
 READER_BYTES = 10 * BATCH_BYTES
 READING_BYTES = READER_BYTES + 48 * IDS_PER_BATCH  # reading a trace at all, whichever engine serves it
 FOOTPRINT = Footprint(
@@ -41,33 +41,26 @@ FOOTPRINT = Footprint(
 )
 
 
-def compiled_cache(write_policy, gpu_tokens, cpu_tokens, block_tokens, **settings):
-    """The compiled engine for these settings, or None where only the reference engine has them."""
-    if write_policy != "write-through" or settings.get("gpu_eviction", "lru") != "lru":
-        return None
-    if settings.get("cpu_eviction", "lru") != "lru":
-        return None
-    return CompiledLRU(gpu_tokens, cpu_tokens, block_tokens, **settings)
+def has(settings):
+    """Whether the compiled engine has these settings (:class:`kvlab.cache.interface.CacheSettings`): write-through,
+    LRU on both tiers."""
+    return settings.write_policy == "write-through" and settings.gpu_eviction == settings.cpu_eviction == "lru"
 
 
-def fastest_cache(workload, write_policy, gpu_tokens, cpu_tokens, **settings):
-    """The cache for ``workload`` with these settings: compiled where it can be, else the reference
-    (``make_cache``, which checks the settings either way: ValueError)."""
-    from kvlab.cache.write_policies import make_cache
-
-    rooms = (gpu_tokens, cpu_tokens, workload.block_tokens)
-    cache = make_cache(write_policy, *rooms, **settings)
+def compiles(settings, workload):
+    """Whether the replay serves ``workload`` through the compiled engine with these settings: it has them, and
+    compiling pays (from COMPILE_WORTH block accesses; a trace's are known only once read) for token counts that
+    fit its 64-bit counters."""
+    if not has(settings):
+        return False
     accesses = workload.accesses()
-    if (accesses is None or accesses >= COMPILE_WORTH) and workload.token_bound() < 2**62:  # 64-bit counters
-        return compiled_cache(write_policy, *rooms, **settings) or cache
-    return cache
+    return (accesses is None or accesses >= COMPILE_WORTH) and workload.token_bound() < 2**62
 
 
 class CompiledLRU:
     """Write-through, LRU on both tiers, over dense keys; rooms in tokens (a CPU room of 0: no CPU tier)."""
 
     offline = False
-    columns = True  # serves kvlab.stream.Columns, not one request at a time
 
     def __init__(
         self,
@@ -109,8 +102,25 @@ class CompiledLRU:
         grown[:, :have] = self.state
         self.state = grown
 
-    def serve(self, columns, totals, served=None):
-        """Serve a batch of requests (:class:`kvlab.stream.Columns`): add each round's counters to ``totals``
+    def foresee(self, columns):
+        """Nothing to learn: LRU needs no future."""
+
+    def serve(self, keys, tokens):
+        """Serve one request of dense keys (whole numbers from 0, as a workload's batches have them); return
+        ``(gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens)`` it reused, as the reference engine's ``serve``."""
+        import numpy as np
+
+        from kvlab.workloads.stream import Columns
+
+        first = np.zeros(1, dtype=np.int64)  # round and label
+        lengths = np.array([tokens], dtype=np.int64), np.array([len(keys)], dtype=np.int64)
+        served = np.zeros((1, 4), dtype=np.int64)
+        request = Columns(first, first, *lengths, np.asarray(keys, dtype=np.int32))
+        self.serve_batch(request, np.zeros((1, 7), dtype=np.int64), served)
+        return tuple(served[0].tolist())
+
+    def serve_batch(self, columns, totals, served=None):
+        """Serve a batch of requests (:class:`kvlab.workloads.stream.Columns`): add each round's counters to ``totals``
         (rounds x the replay's COUNTERS) and, with ``served`` (requests x 4), write each request's GPU and
         CPU blocks and tokens."""
         import numpy as np
@@ -142,5 +152,5 @@ class CompiledLRU:
         import numpy as np
 
         out = np.zeros((len(columns.counts), 4), dtype=np.int64)
-        self.serve(columns, np.zeros((rounds, 7), dtype=np.int64), out)
+        self.serve_batch(columns, np.zeros((rounds, 7), dtype=np.int64), out)
         return out

@@ -29,7 +29,8 @@ SERVERS = ("llama-cpp",)  # the servers whose own design kvlab models (replay --
 
 
 class LlamaCppServer:
-    """The server's two tiers over a workload's requests (block keys, tokens)."""
+    """The server's two tiers over a workload's requests (block keys, tokens): a
+    :class:`kvlab.cache.interface.Engine`."""
 
     name = "llama-cpp"
     offline = False
@@ -69,6 +70,9 @@ class LlamaCppServer:
             return 0
         self.states.move_to_end(found)
         return best - bos
+
+    def foresee(self, columns):
+        """Nothing to learn: the server's design needs no future."""
 
     def serve(self, keys, tokens):
         """Serve one request; return ``(gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens)`` it reused."""

@@ -40,8 +40,8 @@ class PrefixCache:
 
     def __init__(
         self,
-        gpu_tokens,
-        cpu_tokens,
+        gpu_room,
+        cpu_room,
         block_tokens,
         partial_blocks="drop",
         eviction_order="tail-first",
@@ -49,20 +49,13 @@ class PrefixCache:
         cpu_eviction="lru",
         blocks=None,
     ):
-        if block_tokens < 1:
-            raise ValueError(f"block_tokens must be >= 1, got {block_tokens!r}")
-        choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS)
-        choose("eviction_order", eviction_order, EVICTION_ORDERS)
-        self.gpu = choose("gpu_eviction", gpu_eviction, EVICTION_POLICIES)(gpu_tokens)
-        self.cpu = choose("cpu_eviction", cpu_eviction, EVICTION_POLICIES)(cpu_tokens)
+        tiers = (("gpu_eviction", gpu_eviction, gpu_room), ("cpu_eviction", cpu_eviction, cpu_room))
+        gpu, cpu = check_settings(block_tokens, partial_blocks, eviction_order, tiers)
+        self.gpu, self.cpu = gpu(gpu_room), cpu(cpu_room)
         self.block_tokens = block_tokens
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"
         self.blocks = blocks or Blocks  # makes a request's Blocks: their sizes (kvlab/cache/costs.py: bytes)
-        if self.keep_partial:
-            for setting, tier in (("gpu_eviction", self.gpu), ("cpu_eviction", self.cpu)):
-                if tier.equal_sizes:
-                    raise ValueError(f"{setting} {tier.name} needs equal-sized blocks: partial_blocks drop")
         self._offline = [tier for tier in (self.gpu, self.cpu) if tier.offline]
         self._futures = None
 
@@ -72,14 +65,14 @@ class PrefixCache:
         return bool(self._offline)
 
     def foresee(self, requests):
-        """Learn the whole workload for the offline tiers: :class:`kvlab.stream.Columns` (dense keys, as the
+        """Learn the whole workload for the offline tiers: :class:`kvlab.workloads.stream.Columns` (dense keys, as the
         replay gives them) or ``(keys, tokens)`` per request in serving order.
 
         The GPU's future is every next request of a block. The CPU's is every next request that
         needs the block from the CPU, past the prefix the GPU will serve then: the GPU evolves the
         same way whatever the CPU does, so a GPU-only replay tells.
         """
-        from kvlab.stream import Columns
+        from kvlab.workloads.stream import Columns
 
         typed = isinstance(requests, Columns)
         if not typed:
@@ -101,7 +94,7 @@ class PrefixCache:
 
     def _gpu_prefixes(self, requests):
         """The GPU prefix of every request, from a replay of this cache's GPU tier alone."""
-        from kvlab.stream import Columns, requests_of
+        from kvlab.workloads.stream import Columns, requests_of
 
         gpu_only = type(self)(
             self.gpu.capacity,
@@ -191,6 +184,25 @@ class Blocks:
             return [(method, start, end, self.block)]
         partial = (method, full, end, self.last)  # end is full + 1: the kept partial block
         return [(method, start, full, self.block), partial] if start < full else [partial]
+
+
+def check_settings(block_tokens, partial_blocks, eviction_order, tiers):
+    """The block rules and each tier's ``(setting, eviction policy, room)`` checked, in the order a cache is made:
+    a bad one is a ValueError naming it. Return the tiers' eviction policies (classes)."""
+    if block_tokens < 1:
+        raise ValueError(f"block_tokens must be >= 1, got {block_tokens!r}")
+    choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS)
+    choose("eviction_order", eviction_order, EVICTION_ORDERS)
+    policies = []
+    for setting, name, room in tiers:
+        policies.append(choose(setting, name, EVICTION_POLICIES))
+        if room < 0:  # as the tier itself says (kvlab/cache/eviction/base.py)
+            raise ValueError(f"capacity must be >= 0, got {room!r}")
+    if partial_blocks == "keep":
+        for (setting, _, _), policy in zip(tiers, policies, strict=True):
+            if policy.equal_sizes:
+                raise ValueError(f"{setting} {policy.name} needs equal-sized blocks: partial_blocks drop")
+    return policies
 
 
 def choose(setting, value, valid):

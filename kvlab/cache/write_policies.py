@@ -13,14 +13,22 @@
 
 The GPU's part is the same in all three (``PrefixCache._fill_gpu``), so the GPU tier evolves the
 same way whatever the CPU does.
+
+:class:`CacheSettings` are a cache's settings as the commands take them, and build its engine (one of these
+designs, or the compiled write-through, ``kvlab/cache/compiled.py``); ``kvlab/cache/interface.py`` declares
+what every engine does.
 """
 
-from .prefix import PrefixCache, choose
+from dataclasses import dataclass, fields
+
+from .prefix import PrefixCache, check_settings, choose
 
 __all__ = [
     "CACHE_SETTINGS",
     "LMCACHE_SWITCHES",
+    "ROOMS",
     "WRITE_POLICIES",
+    "CacheSettings",
     "Selective",
     "WriteBack",
     "WriteThrough",
@@ -115,15 +123,76 @@ WRITE_POLICIES = {policy.name: policy for policy in (WriteThrough, WriteBack, Se
 LMCACHE_SWITCHES = ("touch_cpu_on_gpu_hit", "re_store_on_gpu_hit")
 
 
-def make_cache(write_policy, gpu_tokens, cpu_tokens, block_tokens, **settings):
-    """The cache of ``write_policy`` with ``settings``; an LMCache switch set on another policy is a ValueError."""
+@dataclass(frozen=True, kw_only=True)
+class CacheSettings:
+    """A two-tier cache's settings: rooms in tokens (a CPU room of 0: no CPU tier), block rules, write and eviction
+    policies, LMCache's switches. The fields are the flags (``--gpu-tokens`` ...) and the config keys, in the order
+    the replay reports them, with the flags' defaults (``--block-tokens``'s: the workload's block). A bad setting,
+    or settings that do not go together, is a ValueError with the message the cache itself gives."""
+
+    gpu_tokens: int
+    cpu_tokens: int = 0
+    block_tokens: int
+    partial_blocks: str = "drop"
+    eviction_order: str = "tail-first"
+    write_policy: str = "write-through"
+    gpu_eviction: str = "lru"
+    cpu_eviction: str = "lru"
+    touch_cpu_on_gpu_hit: bool = False
+    re_store_on_gpu_hit: bool = False
+
+    def __post_init__(self):
+        choose("write_policy", self.write_policy, WRITE_POLICIES)
+        if self.write_policy != WriteThrough.name:
+            for switch in LMCACHE_SWITCHES:
+                if getattr(self, switch):
+                    raise ValueError(f"{switch} applies to write_policy write-through only, not {self.write_policy}")
+        tiers = (
+            ("gpu_eviction", self.gpu_eviction, self.gpu_tokens),
+            ("cpu_eviction", self.cpu_eviction, self.cpu_tokens),
+        )
+        check_settings(self.block_tokens, self.partial_blocks, self.eviction_order, tiers)
+
+    def policies(self):
+        """The settings besides the rooms and the block (:data:`CACHE_SETTINGS`), by name."""
+        return {name: getattr(self, name) for name in CACHE_SETTINGS}
+
+    def describe(self):
+        """Every setting by name, in the order the replay reports them."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    def build(self, workload=None, blocks=None):
+        """The engine (a :class:`kvlab.cache.interface.Engine`). With ``workload`` (whose blocks must be
+        ``block_tokens`` long), the compiled one where it has these settings and compiling pays for the workload's
+        size (the replay's choice: ``kvlab/cache/compiled.py``); else the reference engine of the write policy, its
+        rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`)."""
+        rooms = (self.gpu_tokens, self.cpu_tokens, self.block_tokens)
+        rules = self.policies()
+        policy = WRITE_POLICIES[rules.pop("write_policy")]
+        if workload is not None:
+            if workload.block_tokens != self.block_tokens:
+                raise ValueError(f"the workload's blocks are {workload.block_tokens} tokens, not {self.block_tokens}")
+            if blocks is None:
+                from .compiled import CompiledLRU, compiles
+
+                if compiles(self, workload):
+                    return CompiledLRU(*rooms, **rules)
+        return make_cache(policy.name, *rooms, blocks=blocks, **rules)
+
+
+ROOMS = ("gpu_tokens", "cpu_tokens", "block_tokens")
+# Every setting of a cache besides its rooms and block size, in the order the replay reports them.
+CACHE_SETTINGS = tuple(field.name for field in fields(CacheSettings) if field.name not in ROOMS)
+
+
+def make_cache(write_policy, gpu_room, cpu_room, block_tokens, blocks=None, **settings):
+    """The reference engine of ``write_policy`` with ``settings`` (:class:`CacheSettings`' besides the rooms), its
+    rooms in tokens, or in the unit of ``blocks``' sizes where that is given (bytes under a window rule:
+    kvlab/cache/costs.py); :meth:`CacheSettings.build` is the way with rooms in tokens. A bad setting, or an LMCache
+    switch set on another policy, is a ValueError."""
     policy = choose("write_policy", write_policy, WRITE_POLICIES)
     if policy is not WriteThrough:
         for switch in LMCACHE_SWITCHES:
             if settings.pop(switch, False):
                 raise ValueError(f"{switch} applies to write_policy write-through only, not {write_policy}")
-    return policy(gpu_tokens, cpu_tokens, block_tokens, **settings)
-
-
-# Every setting of a cache besides its rooms and block size, in the order the replay reports them.
-CACHE_SETTINGS = ("partial_blocks", "eviction_order", "write_policy", "gpu_eviction", "cpu_eviction", *LMCACHE_SWITCHES)
+    return policy(gpu_room, cpu_room, block_tokens, blocks=blocks, **settings)

@@ -12,14 +12,26 @@ import stat
 import sys
 from dataclasses import dataclass, field
 
-from kvlab.files import shown, write_together
-from kvlab.scenario import Once  # the lab script's rule for a flag given twice, the same for every command
+from kvlab.util.errors import SettingError
+from kvlab.util.files import shown, write_together
 
-__all__ = ["Outputs", "Parser", "UsageError", "argument", "listing", "one_of", "run", "summary"]
+__all__ = ["Outputs", "Parser", "UsageError", "argument", "deprecated", "listing", "one_of", "run", "summary"]
 
 
 class UsageError(Exception):
     """A usage error found after parsing (a bad combination of flags); exit 2."""
+
+
+class Once(argparse._StoreAction):
+    """A flag that may be given once: a second value is an error, not a silent override (the rule of every command,
+    and of the lab's scenario script, which keeps its own copy: it is standard-library only and stands alone)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", set())
+        if option_string is not None and self.dest in given:
+            parser.error(f"argument {option_string}: given twice")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,6 +44,12 @@ class Parser(argparse.ArgumentParser):
         self.register("action", None, Once)  # a flag given twice is an error, not a silent override
         self.register("action", "store", Once)
         self.inputs, self.outputs = [], []
+        self.renamed = {}  # a deprecated spelling -> its new one (:func:`deprecated`)
+
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, but a deprecated spelling (:func:`deprecated`) is said on stderr and read as its new one."""
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(respelled(self.renamed, args) if self.renamed else args, namespace)
 
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but an unknown flag after a subcommand is reported by that subcommand."""
@@ -115,6 +133,37 @@ def one_of(valid, what):
         return name
 
     return convert
+
+
+def deprecated(parser, old, new):
+    """``old``, the former spelling of ``new`` (a flag of ``parser``, or a flag and one of its values, ``"--vary
+    gpu"``), kept for one release: hidden from --help, it says ``kvlab: OLD is deprecated; use NEW`` once on stderr,
+    then works as ``new`` (its errors, a flag given twice, a required flag, name ``new``)."""
+    parser.renamed[old] = new
+
+
+def respelled(renamed, args):
+    """``args`` with every deprecated spelling replaced by its new one (``--old=VALUE`` too), each said once on
+    stderr; what follows ``--`` is left alone."""
+    args, said, index = list(args), set(), 0
+    while index < len(args) and args[index] != "--":
+        name, equals, value = args[index].partition("=")
+        pair = f"{name} {value if equals else args[index + 1] if index + 1 < len(args) else ''}"
+        old = name if name in renamed else pair if pair in renamed else None
+        if old is not None:
+            new = renamed[old]
+            if old not in said:
+                said.add(old)
+                sys.stderr.write(f"kvlab: {old} is deprecated; use {new}\n")
+            flag, _, choice = new.partition(" ")
+            if not choice:
+                args[index] = flag + equals + value
+            elif equals:
+                args[index] = f"{flag}={choice}"
+            else:
+                args[index : index + 2] = [flag, choice]
+        index += 2 if " " in (old or "") and not equals else 1
+    return args
 
 
 def identity(path):
@@ -221,7 +270,7 @@ def run(build, execute, argv, prog):
         check_paths(command, args)
         result = execute(args, command)
         write_together(result.files)
-    except UsageError as error:
+    except (UsageError, SettingError) as error:  # SettingError: a setting kvlab's functions refuse (kvlab.api)
         return fail(getattr(error, "prog", None) or command.prog, error, 2)
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0

@@ -11,7 +11,7 @@ def build_parser(prog):
 
 
 def execute(args, parser):
-    from kvlab.freshness import RESULTS, check
+    from kvlab.workflow.freshness import RESULTS, check
 
     try:
         lines, compared = check()

@@ -13,7 +13,7 @@ def build_parser(prog):
 
 def check(path):
     """The config in ``path``, checked: ValueError (one line) for the first problem."""
-    from kvlab.config import load
+    from kvlab.workflow.config import load
 
     config, root = load(path)  # a config that is not a mapping: the schema says so, naming the line
     return check_sources([(path, config, root)])
@@ -34,8 +34,8 @@ def check_sources(sources):
     """The config Snakemake makes of ``sources`` (``(name, data, composed root or None)``, each overriding those
     before it, merged as Snakemake's ``update_config`` merges them), checked as one; a problem names the source
     that gave the key. ValueError (one line) for the first problem; the config when it is good."""
-    from kvlab.config import located, validate
-    from kvlab.pipeline import ConfigError, check_config
+    from kvlab.workflow.checks import ConfigError, check_config
+    from kvlab.workflow.config import located, validate
 
     name, config, root = sources[0]
     if len(sources) > 1:
@@ -66,12 +66,13 @@ def check_sources(sources):
 
 
 def check_jobs(config):
-    """Every job's command line (:func:`kvlab.pipeline.job_lines`) as its own command parses it: ConfigError naming
-    the config key for the first that the command refuses. The files a rule adds are not in these lines, so an
-    error that only says a file argument is missing is not one."""
+    """Every job's command line (:func:`kvlab.workflow.commands.job_lines`) as its own command parses it:
+    ConfigError naming the config key for the first that the command refuses. The files a rule adds are not in
+    these lines, so an error that only says a file argument is missing is not one."""
     import shlex
 
-    from kvlab.pipeline import ConfigError, job_lines
+    from kvlab.workflow.checks import ConfigError
+    from kvlab.workflow.commands import job_lines
 
     parsers = {}
     for key, line in job_lines(config):
@@ -96,13 +97,11 @@ def refusal(parsers, argv):
 
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(f"kvlab.cli.{COMMANDS[name][0]}")
-    if not hasattr(module, "build_parser"):  # the lab script's own parser (kvlab scenario)
-        from kvlab import scenario as lab
-
+    if not hasattr(module, "build_parser"):  # a lab script's own parser (kvlab scenario), which its wrapper runs
         errors = io.StringIO()
         try:
             with contextlib.redirect_stderr(errors):
-                lab.parse(rest, f"kvlab {name}")
+                module.parse(rest, f"kvlab {name}")
         except SystemExit:
             message = errors.getvalue().strip().splitlines()
             return message[-1].partition("error: ")[2] if message else "refused"

@@ -14,7 +14,14 @@ def build_parser(prog):
     from kvlab.measure.example import LATENCIES
 
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_argument("--config", type=argument(named_rooms), action="append", required=True, metavar="NAME:GPU,CPU")
+    parser.add_argument(
+        "--config",
+        type=argument(named_rooms),
+        action="append",
+        required=True,
+        metavar="NAME:GPU_TOKENS,CPU_TOKENS",
+        help="a config and its rooms in tokens (repeat)",
+    )
     parser.add_argument(
         "--pass", dest="passes", type=argument(named_order), action="append", required=True, metavar="NAME:fwd|rev"
     )

@@ -1,16 +1,15 @@
 """Flag groups that several commands share, each declared once: the workload's source and its settings, and
 the cache's rules and policies (a plan's setting is kvlab/cli/plan.py's)."""
 
-import sys
-
-from kvlab.cache.compiled import fastest_cache
+from kvlab import api
 from kvlab.cache.eviction import EVICTION_POLICIES
+from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
-from kvlab.cache.write_policies import CACHE_SETTINGS, WRITE_POLICIES
+from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.cli.base import UsageError, argument
 from kvlab.cli.types import number_in
-from kvlab.memory import memory_size
-from kvlab.workloads import WORKLOADS, WorkloadError
+from kvlab.util.memory import memory_size
+from kvlab.workloads import WORKLOADS
 
 __all__ = [
     "add_block_rule_arguments",
@@ -19,19 +18,14 @@ __all__ = [
     "add_memory_argument",
     "add_workload_arguments",
     "build_cache",
+    "cache_settings",
     "hit_ratio",
     "make_meter",
     "make_workload",
 ]
 
 
-def compile_notice():
-    """Said on a terminal before numba compiles the curve kernels, so that a first run's pause has a reason
-    (never in a log or a pipe, where stderr is for errors)."""
-    if not sys.stderr.isatty():
-        return
-    sys.stderr.write("kvlab: compiling the exact-curve kernels (numba; once per checkout, about 10 s) ...\n")
-    sys.stderr.flush()
+compile_notice = api.compile_notice  # said on a terminal before numba compiles the curve kernels
 
 
 hit_ratio = number_in(0, 1, "a ratio between 0 and 1")  # a token hit ratio
@@ -55,7 +49,7 @@ def add_workload_arguments(parser):
 
 
 def add_memory_argument(parser):
-    """``--max-memory``: the stop before a workload too large for this machine (kvlab/memory.py)."""
+    """``--max-memory``: the stop before a workload too large for this machine (kvlab/util/memory.py)."""
     parser.add_argument(
         "--max-memory",
         type=argument(memory_size),
@@ -66,25 +60,21 @@ def add_memory_argument(parser):
 
 
 def make_meter(args, footprint):
-    """The :class:`kvlab.memory.Meter` of ``--max-memory`` (or its default) for a command holding ``footprint``."""
-    from kvlab.memory import Meter, default_limit
+    """The :class:`kvlab.util.memory.Meter` of ``--max-memory`` (or its default) for a command holding ``footprint``."""
+    from kvlab.util.memory import Meter, default_limit
 
     return Meter(args.max_memory or default_limit(), footprint)
 
 
+def workload_options(args):
+    """Every source's settings as the flags gave them (None: not given), by name: kvlab.api's keywords."""
+    return {option.name: getattr(args, option.name) for source in WORKLOADS.values() for option in source.options}
+
+
 def make_workload(args, block_tokens=None):
-    """The chosen source with its own settings; a setting of another source, or a bad one, is a usage error."""
-    source = WORKLOADS[args.workload]
-    own = {option.name for option in source.options}
-    for other in WORKLOADS.values():
-        for option in other.options:
-            if option.name not in own and getattr(args, option.name) is not None:
-                raise UsageError(f"{option.flag} is a setting of --workload {other.name}, not {source.name}")
-    settings = {option.name: getattr(args, option.name) for option in source.options}
-    try:
-        return source(block_tokens, **settings)
-    except WorkloadError as error:
-        raise UsageError(str(error)) from None
+    """The chosen source with its own settings; a setting of another source, or a bad one, is a usage error
+    (kvlab.api.workload_of, one rule for the commands and the functions)."""
+    return api.workload_of(args.workload, workload_options(args), block_tokens)
 
 
 def add_block_rule_arguments(group):
@@ -135,15 +125,17 @@ def add_lmcache_switches(group):
     )
 
 
-def cache_settings(args):
-    """The cache settings besides the rooms, as the replay reports them."""
-    return {key: getattr(args, key) for key in CACHE_SETTINGS}
+def cache_settings(args, block_tokens):
+    """The :class:`kvlab.cache.interface.CacheSettings` the flags describe (its fields are the flags), blocks of
+    ``block_tokens``; a bad combination is a usage error."""
+    rooms = {"gpu_tokens": args.gpu_tokens, "cpu_tokens": args.cpu_tokens, "block_tokens": block_tokens}
+    try:
+        return CacheSettings(**rooms, **{key: getattr(args, key) for key in CACHE_SETTINGS})
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def build_cache(args, workload):
-    """The cache the arguments describe, compiled where the settings allow; a bad combination is a usage error."""
-    settings = cache_settings(args)
-    try:
-        return fastest_cache(workload, settings.pop("write_policy"), args.gpu_tokens, args.cpu_tokens, **settings)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    """The cache the arguments describe for ``workload``, compiled where the settings allow (the replay's engine);
+    a bad combination is a usage error."""
+    return cache_settings(args, workload.block_tokens).build(workload)

@@ -9,8 +9,8 @@ import os
 
 from kvlab.cli.base import ERRORS, Outputs, Parser, UsageError, argument, describe, run, summary
 from kvlab.cli.types import named_order, number_in
-from kvlab.files import number_text, shown
 from kvlab.measure.client import base_url
+from kvlab.util.files import number_text, shown
 from kvlab.workloads import whole_number
 
 PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]  # the lab's

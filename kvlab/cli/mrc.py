@@ -1,18 +1,16 @@
 """``kvlab mrc``: the exact LRU curve of the GPU tier at every GPU room, or with ``--gpu-tokens`` the CPU
 tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
 
+from kvlab import api
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_memory_argument,
     add_workload_arguments,
-    compile_notice,
     hit_ratio,
-    make_meter,
-    make_workload,
+    workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
-from kvlab.files import dump_json
 
 
 def build_parser(prog):
@@ -39,27 +37,9 @@ def build_parser(prog):
 
 
 def execute(args, parser):
-    from dataclasses import replace
-
-    from kvlab.curves.mrc import FOOTPRINT, cliffs, curve_csv, tier_curve
-    from kvlab.memory import PANDAS_BYTES
-
-    workload = make_workload(args, args.block_tokens)
-    tier = "gpu" if args.gpu_tokens is None else "cpu"
-    meter = make_meter(args, replace(FOOTPRINT, fixed=FOOTPRINT.fixed + PANDAS_BYTES) if args.curve else FOOTPRINT)
-    curve = tier_curve(workload, args.partial_blocks, args.eviction_order, args.gpu_tokens, compile_notice, meter)
-    cache = {
-        "tier": tier,
-        "block_tokens": workload.block_tokens,
-        "partial_blocks": args.partial_blocks,
-        "eviction_order": args.eviction_order,
-        "eviction": "lru",
-    }
-    if tier == "cpu":
-        cache.update(write_policy="write-through", gpu_tokens=args.gpu_tokens)
-    result = {"workload": workload.describe(), "cache": cache, **cliffs(curve, args.target_hit_ratio)}
-    files = {args.curve: curve_csv(curve, tier)} if args.curve else {}
-    return Outputs(files, dump_json(result))
+    settings = {key: getattr(args, key) for key in (*api.CURVE_SETTINGS, "max_memory")}
+    result = api.curve(workload=args.workload, **workload_options(args), **settings, table=args.curve is not None)
+    return Outputs({args.curve: result.csv} if args.curve else {}, result.text)
 
 
 def main(argv, prog):

@@ -1,23 +1,21 @@
 """``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
-recomputed per round, and the GiB full reuse (or a target hit ratio) takes. GB means GiB (2**30 bytes)."""
+recomputed per round, and the GiB (2**30 bytes) full reuse (or a target hit ratio) takes."""
 
+from kvlab import api
 from kvlab.cache.costs import WINDOW_RULES
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
+from kvlab.cli.base import Outputs, Parser, argument, deprecated, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
     add_memory_argument,
     add_workload_arguments,
     add_write_policy_argument,
-    compile_notice,
     hit_ratio,
-    make_meter,
-    make_workload,
+    workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
-from kvlab.files import dump_json
 from kvlab.sizing.engines import ENGINES
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
-from kvlab.workloads import WORKLOADS, whole_number
+from kvlab.workloads import whole_number
 
 FORMATS = ("json", "table")
 gib_amount = argument(decimal_gib)
@@ -50,49 +48,27 @@ def add_plan_arguments(parser):
     add_block_rule_arguments(cache)
     gpu = cache.add_mutually_exclusive_group(required=True)
     gpu.add_argument("--gpu-tokens", type=tokens, help="the GPU's KV room in tokens (vLLM's figure)")
-    gpu.add_argument("--gpu-gb", type=gib_amount, help=f"the GPU's KV room in GiB (2**30 bytes; at most {MAX_GIB})")
+    gpu.add_argument("--gpu-gib", type=gib_amount, help=f"the GPU's KV room in GiB (2**30 bytes; at most {MAX_GIB})")
     cache.add_argument(
-        "--cpu-gb",
+        "--cpu-gib",
         type=gib_amount,
         default=decimal_gib(0),
         help=f"CPU offload budget in GiB (2**30 bytes; default 0, at most {MAX_GIB})",
     )
+    deprecated(parser, "--gpu-gb", "--gpu-gib")
+    deprecated(parser, "--cpu-gb", "--cpu-gib")
     add_write_policy_argument(
         cache, "how the CPU tier is filled (default write-through: exact curve; others: bisection over replays)"
     )
 
 
-def trace_chunks(args):
-    """A trace replays in multiples of the blocks it was hashed in: ``--chunk-tokens`` finer (or between) is a
-    usage error naming this command's flag (the workload's own error names ``kvlab replay``'s --block-tokens)."""
-    trace_format = getattr(WORKLOADS[args.workload], "format", None)
-    unit = getattr(trace_format, "block_tokens", None)
-    if unit and args.chunk_tokens is not None and args.chunk_tokens % unit:
-        raise UsageError(
-            f"--chunk-tokens must be a multiple of the trace's {unit}-token hash blocks (the finest it can replay),"
-            f" got {args.chunk_tokens}; without it the replay is in {unit}-token blocks"
-        )
+PLAN_FLAGS = ("model_config", "tp", "kv_dtype", "chunk_tokens", "gpu_tokens", "gpu_gib")  # a plan's setting
 
 
 def plan_setting(args):
-    """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed plan arguments."""
-    from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_config, tokens_in
-
-    trace_chunks(args)
-    try:
-        workload = make_workload(args, args.chunk_tokens)
-    except UsageError as error:  # a workload's message names replay's flag for the chunk
-        raise UsageError(str(error).replace("--block-tokens", "--chunk-tokens")) from None
-    shape = read_model_config(args.model_config)
-    try:
-        per_token = shape.bytes_per_token(args.tp, args.kv_dtype, windows=True)
-    except ValueError as error:
-        raise UsageError(f"--tp: {error}") from None
-    refused = no_tokens(shape)
-    if refused:
-        raise ModelConfigError(f"{args.model_config}: {refused}")
-    gpu_tokens = args.gpu_tokens if args.gpu_tokens is not None else tokens_in(args.gpu_gb, per_token)
-    return workload, shape, per_token, gpu_tokens
+    """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed plan arguments (kvlab.api's)."""
+    setting = {key: getattr(args, key) for key in PLAN_FLAGS}
+    return api.plan_setting(args.workload, workload_options(args), **setting)
 
 
 def build_parser(prog):
@@ -121,32 +97,11 @@ def build_parser(prog):
 
 
 def execute(args, parser):
-    from kvlab.curves.mrc import FOOTPRINT
-    from kvlab.sizing.plan import model_name, plan, table
+    from kvlab.sizing.plan import table
 
-    window_rule = args.window_rule or ("in-window" if args.engine == "vllm" else "all-layers")
-
-    workload, shape, _, gpu_tokens = plan_setting(args)
-    meter = make_meter(args, FOOTPRINT)
-    result = plan(
-        workload,
-        model_name(args.model_config),
-        shape,
-        args.tp,
-        gpu_tokens,
-        args.cpu_gb,
-        args.write_policy,
-        args.partial_blocks,
-        args.eviction_order,
-        args.target_hit_ratio,
-        compile_notice,
-        meter,
-        args.kv_dtype,
-        args.engine,
-        window_rule,
-        args.chunk_tokens,
-    )
-    return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
+    settings = {key: getattr(args, key) for key in (*PLAN_FLAGS, *api.PLAN_SETTINGS, "max_memory")}
+    result = api.plan(workload=args.workload, **workload_options(args), **settings)
+    return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
 
 
 def main(argv, prog):

@@ -3,7 +3,8 @@
 
 from kvlab.cache.compiled import FOOTPRINT as COMPILED_FOOTPRINT
 from kvlab.cache.eviction import EVICTION_POLICIES
-from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, make_cache
+from kvlab.cache.interface import CacheSettings
+from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
@@ -14,8 +15,8 @@ from kvlab.cli.flags import (
     make_workload,
 )
 from kvlab.cli.types import rooms, tokens
-from kvlab.files import dump_json
-from kvlab.memory import PANDAS_BYTES, Footprint
+from kvlab.util.files import dump_json
+from kvlab.util.memory import PANDAS_BYTES, Footprint
 from kvlab.workloads import pass_list, whole_number
 
 
@@ -54,19 +55,19 @@ def build_parser(prog):
     return parser
 
 
-# What ``policies table`` holds (kvlab/memory.py) above start-up, measured by bench/memory_footprint.py with a margin.
-# One replay at a time through the reference engines (each design's cache is made as the one before is dropped), so
-# the most that one design holds; the rows are a few per design. Belady's bound (opt, and --evictions opt) reads the
-# whole workload first (kvlab/stream.py): then per access the keys as Python ints while they are served and the
-# future (typed arrays, and their sort while it is built), per distinct block what a tier keeps of it (a stored
+# What ``policies table`` holds (kvlab/util/memory.py) above start-up, measured by bench/memory_footprint.py, with a
+# margin. One replay at a time through the reference engines (each design's cache is made as the one before is dropped),
+# so the most that one design holds; the rows are a few per design. Belady's bound (opt, and --evictions opt) reads the
+# whole workload first (kvlab/workloads/stream.py): then per access the keys as Python ints while they are served and
+# the future (typed arrays, and their sort while it is built), per distinct block what a tier keeps of it (a stored
 # block's dict entries, opt's heap entries, stale ones too, and cursor). A streamed design's meter counts distinct
-# blocks by the accesses, so per access it projects both figures. Fixed: the reader's batch and the room the hash
-# table of dense ids makes for it (kvlab/cache/compiled.py's), and pandas, imported to write the CSV.
+# blocks by the accesses, so per access it projects both figures. Fixed: the reader's batch and the room the hash table
+# of dense ids makes for it (kvlab/cache/compiled.py's), and pandas, imported to write the CSV.
 TABLE_FOOTPRINT = Footprint(access=240, request=140, key=340, fixed=COMPILED_FOOTPRINT.fixed + PANDAS_BYTES)
 
 
 def cliff_json(args):
-    from kvlab.policies import cpu_cliff
+    from kvlab.designs import cpu_cliff
     from kvlab.workloads import LabWorkload, WorkloadError
 
     if args.record_pass > len(args.passes):
@@ -82,7 +83,7 @@ def cliff_json(args):
 
 
 def table_csv(args):
-    from kvlab.policies import hit_table, table_csv
+    from kvlab.designs import hit_table, table_csv
 
     def make(block):
         return make_workload(args, block)
@@ -97,7 +98,7 @@ def table_csv(args):
         raise UsageError(f"--{on[0].replace('_', '-')} applies to write-through, which --write-policies leaves out")
     for eviction in args.evictions:
         try:
-            make_cache("write-through", 0, 0, 1, **block_rules, gpu_eviction=eviction, **switches)
+            CacheSettings(gpu_tokens=0, block_tokens=1, **block_rules, gpu_eviction=eviction, **switches)
         except ValueError as error:
             raise UsageError(str(error)) from None
     meter = make_meter(args, TABLE_FOOTPRINT)

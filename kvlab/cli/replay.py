@@ -5,20 +5,11 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 import os
 import sys
 
+from kvlab import api
 from kvlab.cache.llama_cpp import SERVERS
-from kvlab.cache.write_policies import CACHE_SETTINGS
-from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
-from kvlab.cli.flags import (
-    add_cache_policy_arguments,
-    add_memory_argument,
-    add_workload_arguments,
-    build_cache,
-    cache_settings,
-    make_meter,
-    make_workload,
-)
+from kvlab.cli.base import Outputs, Parser, run, summary
+from kvlab.cli.flags import add_cache_policy_arguments, add_memory_argument, add_workload_arguments, workload_options
 from kvlab.cli.types import block_tokens, tokens
-from kvlab.files import dump_json
 
 
 def build_parser(prog):
@@ -71,56 +62,16 @@ def progress_bar(total, stream=None, delay=None):
     return tqdm(total=total or None, unit="req", file=stream, delay=delay, leave=False, dynamic_ncols=True)
 
 
-def footprint(cache, per_request):
-    """What a replay holds: the tiers' state and the table of dense ids per distinct block, what reading holds
-    at once; the table's row per request, if written (its columns, pandas' frame and its copy, the CSV text)."""
-    from kvlab.cache.compiled import FOOTPRINT, READING_BYTES
-    from kvlab.memory import PANDAS_BYTES, Footprint
-
-    row, table = (408, PANDAS_BYTES) if per_request else (0, 0)
-    if getattr(cache, "columns", False):
-        return Footprint(request=row, key=FOOTPRINT.key, fixed=FOOTPRINT.fixed + table)
-    fixed = FOOTPRINT.fixed if cache.offline else READING_BYTES  # opt loads the whole workload as the compiled do
-    return Footprint(access=120 if cache.offline else 0, request=row, key=250, fixed=fixed + table)  # Python objects
-
-
-def server_cache(args, parser, workload):
-    """The server's design; the write and eviction settings, which it does not have, must be left alone."""
-    from kvlab.cache.llama_cpp import LlamaCppServer
-
-    for key in CACHE_SETTINGS:
-        if getattr(args, key) != parser.get_default(key):
-            raise UsageError(f"--{key.replace('_', '-')} does not apply to --server {args.server}")
-    return LlamaCppServer(args.gpu_tokens, args.cpu_tokens, workload.block_tokens, args.state_extra_tokens, args.bos)
-
-
-def server_settings(args):
-    return {"server": args.server, "state_extra_tokens": args.state_extra_tokens, "bos": args.bos}
+footprint = api.replay_footprint  # what a replay holds (kvlab/util/memory.py)
 
 
 def execute(args, parser):
-    from kvlab.replay import per_request_csv, replay, report
-
-    if not args.server and (args.state_extra_tokens or args.bos):
-        raise UsageError("--state-extra-tokens and --bos apply to --server only")
-    workload = make_workload(args, args.block_tokens)
-    cache = server_cache(args, parser, workload) if args.server else build_cache(args, workload)
-    rows = [] if args.per_request else None
-    meter = make_meter(args, footprint(cache, rows is not None))
-    bar = progress_bar(len(workload))
-    try:
-        totals = replay(workload, cache, rows, bar.update if bar else None, meter)
-    finally:
-        if bar:
-            bar.close()
-    settings = {
-        "gpu_tokens": args.gpu_tokens,
-        "cpu_tokens": args.cpu_tokens,
-        "block_tokens": workload.block_tokens,
-        **(server_settings(args) if args.server else cache_settings(args)),
-    }
-    files = {args.per_request: per_request_csv(workload, rows)} if rows is not None else {}
-    return Outputs(files, dump_json(report(workload, settings, totals)))
+    settings = {key: getattr(args, key) for key in (*api.replay_settings(), "max_memory")}
+    keep = args.per_request is not None
+    result = api.replay(
+        workload=args.workload, **workload_options(args), **settings, per_request=keep, progress=progress_bar
+    )
+    return Outputs({args.per_request: result.per_request} if keep else {}, result.text)
 
 
 def main(argv, prog):

@@ -20,7 +20,7 @@ def build_parser(prog):
 
 def execute(args, parser):
     from kvlab.cli.config import check_sources
-    from kvlab.runs import RunError, run_pipeline, snakemake_sources
+    from kvlab.workflow.runs import RunError, run_pipeline, snakemake_sources
 
     extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
     if args.config is not None:

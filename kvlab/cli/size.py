@@ -1,9 +1,9 @@
 """``kvlab size``: a model's KV cache as an engine allocates it, layer group by layer group: the bytes per token
 on one GPU, and the GiB a prompt of ``--tokens`` takes (or the tokens ``--gib`` holds); JSON, or a table."""
 
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
-from kvlab.files import dump_json
-from kvlab.sizing.model_size import GIB, KV_DTYPES, MAX_GIB, decimal_gib
+from kvlab import api
+from kvlab.cli.base import Outputs, Parser, argument, run, summary
+from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import MAX_WHOLE, whole_number
 
 FORMATS = ("json", "table")
@@ -31,46 +31,7 @@ def build_parser(prog):
     return parser
 
 
-def fitting(shape, budget, tp, kv_dtype):
-    """The most tokens one prompt may have within ``budget`` bytes (the bytes never fall as a prompt grows)."""
-    if shape.bytes_for(1, tp, kv_dtype) > budget:
-        return 0
-    low, high = 1, 1
-    while shape.bytes_for(high, tp, kv_dtype) <= budget and high < MAX_WHOLE:
-        low, high = high, min(2 * high, MAX_WHOLE)
-    if shape.bytes_for(high, tp, kv_dtype) <= budget:
-        return high
-    while high - low > 1:  # bytes_for(low) fits, bytes_for(high) does not
-        middle = (low + high) // 2
-        low, high = (middle, high) if shape.bytes_for(middle, tp, kv_dtype) <= budget else (low, middle)
-    return low
-
-
-def sizes(args):
-    from kvlab.sizing.model_size import gib, read_model_config
-    from kvlab.sizing.plan import model_name
-
-    shape = read_model_config(args.model_config)
-    try:
-        per_token = shape.bytes_per_token(args.tp, args.kv_dtype)
-    except ValueError as error:
-        raise UsageError(f"--tp: {error}") from None
-    result = {
-        "model": model_name(args.model_config),
-        "tp": args.tp,
-        "kv_dtype": args.kv_dtype,
-        "element_bytes": shape.element_bytes(args.kv_dtype),
-        "groups": shape.groups(args.tp, args.kv_dtype),
-        "bytes_per_token": per_token,
-    }
-    tokens = args.tokens
-    if args.gib is not None:
-        tokens = fitting(shape, int(args.gib * GIB), args.tp, args.kv_dtype)
-        result["gib"] = float(args.gib)
-    if tokens is not None:
-        held = shape.bytes_for(tokens, args.tp, args.kv_dtype)
-        result.update(tokens=tokens, bytes=held, gib_for_tokens=gib(held, 1))
-    return result
+fitting = api.fitting  # the most tokens one prompt may have within a budget of bytes
 
 
 def table(result):
@@ -91,8 +52,8 @@ def table(result):
 
 
 def execute(args, parser):
-    result = sizes(args)
-    return Outputs(stdout=table(result) if args.format == "table" else dump_json(result))
+    result = api.size(**{key: getattr(args, key) for key in ("model_config", "tp", "kv_dtype", "tokens", "gib")})
+    return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
 
 
 def main(argv, prog):

@@ -4,15 +4,20 @@ each CPU budget of a plan."""
 
 from kvlab.cache.compiled import READING_BYTES
 from kvlab.cache.llama_cpp import SERVERS
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, run, summary
+from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.cli.base import Outputs, Parser, UsageError, argument, deprecated, listing, run, summary
 from kvlab.cli.flags import add_memory_argument, make_meter
 from kvlab.cli.plan import add_plan_arguments, plan_setting
 from kvlab.cli.types import named_order, named_rooms, rooms, tokens
-from kvlab.files import csv_text, dump_json
-from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.latency.ttft import MAX_READS
 from kvlab.sizing.model_size import decimal_gib
+from kvlab.util.files import csv_text, dump_json
 from kvlab.workloads import MAX_ACCESSES, pass_list, whole_number
+
+VARIED = (
+    "gpu_tokens",
+    "cpu_tokens",
+)  # the rooms a sweep may vary (the lab's sweeps say gpu, cpu: the workflow maps them)
 
 
 def build_parser(prog):
@@ -25,7 +30,14 @@ def build_parser(prog):
     fitting.add_input("--measurement", required=True, help="the measurement (the lab's JSONL schema)")
     fitting.add_argument("--docs", required=True, type=documents, help="documents in the setting")
     fitting.add_argument("--tokens", required=True, type=documents, help="tokens per document")
-    fitting.add_argument("--config", required=True, action="append", type=argument(named_rooms), metavar="NAME:GPU,CPU")
+    fitting.add_argument(
+        "--config",
+        required=True,
+        action="append",
+        type=argument(named_rooms),
+        metavar="NAME:GPU_TOKENS,CPU_TOKENS",
+        help="a config of the measurement and its rooms in tokens (repeat)",
+    )
     fitting.add_argument("--pass", dest="passes", required=True, action="append", type=argument(named_order))
     fitting.add_argument(
         "--server",
@@ -52,10 +64,13 @@ def build_parser(prog):
     sweep.add_argument("--docs", required=True, type=argument(whole_number(0)))
     sweep.add_argument("--tokens", required=True, type=documents)
     sweep.add_argument("--passes", required=True, type=argument(pass_list), help="e.g. fwd,fwd")
-    sweep.add_argument("--gpu", type=tokens, default=21520, help="GPU room in tokens when fixed (default 21520)")
-    sweep.add_argument("--cpu", type=tokens, default=0, help="CPU room in tokens when fixed (default 0)")
-    sweep.add_argument("--write-policy", choices=TWO_TIER_CACHES, default="write-through")
-    sweep.add_argument("--vary", required=True, choices=("gpu", "cpu"))
+    sweep.add_argument("--gpu-tokens", type=tokens, default=21520, help="GPU room in tokens when fixed (default 21520)")
+    sweep.add_argument("--cpu-tokens", type=tokens, default=0, help="CPU room in tokens when fixed (default 0)")
+    sweep.add_argument("--write-policy", choices=WRITE_POLICIES, default="write-through")
+    sweep.add_argument("--vary", required=True, choices=VARIED, help="the room the grid varies")
+    for room in VARIED:  # the former spellings (--gpu, --vary gpu), kept for one release
+        deprecated(sweep, f"--{room[:3]}", f"--{room.replace('_', '-')}")
+        deprecated(sweep, f"--vary {room[:3]}", f"--vary {room}")
     sweep.add_argument("--grid", required=True, type=rooms("rooms in tokens"))
     sweep.add_output("--out", required=True, help="the CSV file to write")
 
@@ -63,7 +78,8 @@ def build_parser(prog):
     budgets.set_defaults(parser=budgets)
     budgets.add_input("--model", required=True, help="the fitted model (fit's JSON)")
     add_plan_arguments(budgets)
-    budgets.add_argument("--cpu-gb-grid", required=True, type=listing(decimal_gib, "GiB amounts"), help="GiB each")
+    budgets.add_argument("--cpu-gib-grid", required=True, type=listing(decimal_gib, "GiB amounts"), help="GiB each")
+    deprecated(budgets, "--cpu-gb-grid", "--cpu-gib-grid")
     budgets.add_output("--out", required=True, help="the CSV file to write")
     add_memory_argument(budgets)
     return parser
@@ -98,9 +114,9 @@ def sweep(args):
 
     check_reads(args.docs, args.passes, len(args.grid))
     model = read_model(args.model)
-    rooms = {"gpu": args.gpu, "cpu": args.cpu}
+    rooms = {"gpu_tokens": args.gpu_tokens, "cpu_tokens": args.cpu_tokens}
     rows = sweep_rows(model, args.docs, args.tokens, args.passes, rooms, args.vary, args.grid, args.write_policy)
-    columns = (f"{args.vary}_tokens", "pass", *TIERS, "predicted_p50_ms", "predicted_mean_ms")
+    columns = (args.vary, "pass", *TIERS, "predicted_p50_ms", "predicted_mean_ms")
     return {args.out: csv_text(rows, columns)}
 
 
@@ -116,15 +132,17 @@ REFERENCE_FIXED_BYTES = READING_BYTES
 
 
 def budgets_footprint(workload, write_policy, rules):
-    """What ``ttft budgets`` holds (kvlab/memory.py): a replay per budget, one at a time, with its per-request
+    """What ``ttft budgets`` holds (kvlab/util/memory.py): a replay per budget, one at a time, with its per-request
     table, and the TTFTs of the budget before while the next replay runs (every request's tuple of Python
     objects, then the lists of one round's: ``kvlab/latency/ttft.py``'s ``budget_rows``); the replay's engine is
     the same at every budget (the compiled one where the settings allow: kvlab/cache/compiled.py)."""
-    from kvlab.cache.compiled import FOOTPRINT, fastest_cache
-    from kvlab.memory import Footprint
+    from kvlab.cache.compiled import FOOTPRINT, compiles
+    from kvlab.cache.interface import CacheSettings
+    from kvlab.util.memory import Footprint
 
-    compiled = getattr(fastest_cache(workload, write_policy, 0, 0, **rules), "columns", False)
-    engine = FOOTPRINT if compiled else Footprint(key=REFERENCE_BYTES_PER_KEY, fixed=REFERENCE_FIXED_BYTES)
+    settings = CacheSettings(gpu_tokens=0, block_tokens=workload.block_tokens, write_policy=write_policy, **rules)
+    reference = Footprint(key=REFERENCE_BYTES_PER_KEY, fixed=REFERENCE_FIXED_BYTES)
+    engine = FOOTPRINT if compiles(settings, workload) else reference
     return Footprint(engine.access, BUDGET_BYTES_PER_REQUEST, engine.key, engine.fixed)
 
 
@@ -135,8 +153,8 @@ def budgets(args):
     model = read_model(args.model)
     rules = {"partial_blocks": args.partial_blocks, "eviction_order": args.eviction_order}
     meter = make_meter(args, budgets_footprint(workload, args.write_policy, rules))
-    rows = budget_rows(model, workload, gpu_tokens, per_token, args.cpu_gb_grid, args.write_policy, rules, meter)
-    return {args.out: csv_text(rows, tuple(rows[0]) if rows else ("cpu_gb",))}
+    rows = budget_rows(model, workload, gpu_tokens, per_token, args.cpu_gib_grid, args.write_policy, rules, meter)
+    return {args.out: csv_text(rows, tuple(rows[0]) if rows else ("cpu_gib",))}
 
 
 def execute(args, parser):

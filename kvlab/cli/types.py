@@ -5,8 +5,8 @@ of the cache."""
 import math
 
 from kvlab.cli.base import argument, listing
-from kvlab.files import number_text, shown
-from kvlab.workloads import whole_number
+from kvlab.util.files import number_text, shown
+from kvlab.workloads import ORDERS, whole_number
 
 __all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "rooms", "tokens"]
 
@@ -34,17 +34,17 @@ def rooms(what, minimum=0):
 
 
 def named_rooms(text):
-    """``NAME:GPU,CPU`` (rooms in tokens)."""
+    """``NAME:GPU_TOKENS,CPU_TOKENS`` (rooms in tokens)."""
     name, _, pair = text.partition(":")
     gpu, _, cpu = pair.partition(",")
     if not name or not (gpu + cpu).isascii() or not gpu.isdigit() or not cpu.isdigit():
-        raise ValueError(f"expected NAME:GPU,CPU with rooms in tokens, got {shown(text)}")
+        raise ValueError(f"expected NAME:GPU_TOKENS,CPU_TOKENS with rooms in tokens, got {shown(text)}")
     return name, (whole_number(0)(gpu), whole_number(0)(cpu))
 
 
 def named_order(text):
     """``NAME:fwd`` or ``NAME:rev``."""
     name, _, order = text.partition(":")
-    if not name or order not in ("fwd", "rev"):
+    if not name or order not in ORDERS:
         raise ValueError(f"expected NAME:fwd or NAME:rev, got {shown(text)}")
     return name, order

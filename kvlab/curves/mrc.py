@@ -28,14 +28,14 @@ from kvlab.cache.compiled import CompiledLRU
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
 from kvlab.curves.equal_sizes import equal_sizes, levels
 from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
-from kvlab.kernels import compiled
-from kvlab.memory import Footprint
-from kvlab.replay import ratio
-from kvlab.stream import load, requests_of, round_sums
+from kvlab.loop import ratio
+from kvlab.util.kernels import compiled
+from kvlab.util.memory import Footprint
+from kvlab.workloads.stream import load, requests_of, round_sums
 
 __all__ = ["FOOTPRINT", "Curve", "lru_curve", "tier_curve"]
 
-# What a curve holds (kvlab/memory.py): per access its key, the Fenwick tree, the batches while they are joined
+# What a curve holds (kvlab/util/memory.py): per access its key, the Fenwick tree, the batches while they are joined
 # (int32 each); per request its columns and what the GPU served; per distinct block the hash table of dense ids,
 # its latest access, its level per round and the GPU's state. The general path (blocks of several sizes) holds
 # about ten times more.
@@ -169,7 +169,7 @@ def tier_curve(
     """Tokens served per round by the GPU tier (``gpu_tokens`` None) or by the CPU tier of write-through
     at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers). ``before_compile()`` is
     called once the workload is read, if the kernels are still to be compiled (to say so); ``meter``
-    (:class:`kvlab.memory.Meter`) stops a workload too large for the memory allowed. ``method``:
+    (:class:`kvlab.util.memory.Meter`) stops a workload too large for the memory allowed. ``method``:
     ``"equal"`` (blocks of one size, ``kvlab/curves/equal_sizes.py``), ``"general"`` (any sizes), or None
     for the first that applies; both give the same curve."""
     if workload.token_bound() >= 2**62:  # the curve's sums are 64-bit: past this they would wrap, not fail

@@ -1,11 +1,11 @@
-"""From hits to time: a TTFT model per tier, fitted to a measurement whose requests the simulator replays.
+"""From hits to time: a TTFT model per tier, fitted to a measurement whose requests the cache replays.
 
-Each measured request is served one way, which the lab's simulator (``kvsim.TwoTierCache``) tells
-when it replays the same requests in the same setting: a GPU hit, a load from the CPU, or a
-recompute. A recompute in a config that has a CPU tier also writes the new KV cache to it
-(write-through), so it is its own tier, ``recompute_offload``. Per tier the model is the median
-TTFT when every request has the same length, and a least-squares line in the prompt's tokens
-when lengths vary; the residuals say how well that holds.
+Each measured request is served one way, which the lab's design tells when it replays the same requests in
+the same setting (``kvlab/loop.py``'s document reads through the reference engine, the lab simulator's
+rules): a GPU hit, a load from the CPU, or a recompute. A recompute in a config that has a CPU tier also
+writes the new KV cache to it (write-through), so it is its own tier, ``recompute_offload``. Per tier the
+model is the median TTFT when every request has the same length, and a least-squares line in the prompt's
+tokens when lengths vary; the residuals say how well that holds.
 
 A request served partly from each tier (the block-level replay) is predicted as the mix of the
 tiers' times for its length, weighted by the tokens each served: a request whose prompt is half
@@ -26,7 +26,8 @@ ACCESS_TIER = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}
 
 
 def tier_of(access, has_cpu):
-    """The tier of one ``TwoTierCache.access`` answer in a config with (or without) a CPU tier."""
+    """The tier of one request's answer (``"gpu"``, ``"cpu"``, ``"miss"``: ``kvlab.loop.tiers``) in a config
+    with (or without) a CPU tier."""
     tier = ACCESS_TIER[access]
     return "recompute_offload" if tier == "recompute" and has_cpu else tier
 

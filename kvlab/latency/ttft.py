@@ -1,7 +1,8 @@
 """What TTFT to expect: fit the latency model to a measurement, then predict across grids and CPU budgets.
 
-``fit`` replays the measured requests through the lab's simulator in the setting they were
-measured in (each config's rooms, the passes in order), fits the per-tier model
+``fit`` replays the measured requests through the lab's design in the setting they were measured in
+(each config's rooms, the passes in order; a document one block of the reference engine, the lab simulator's
+rules: ``kvlab/loop.py``), fits the per-tier model
 (``kvlab/latency/model.py``) and sets the predicted per-pass p50 and mean beside the measured ones.
 A real server's measurement is replayed through that server's own design instead (``server``:
 llama-cpp-python's, ``kvlab/cache/llama_cpp.py``); with ``fit_docs`` the model is fitted on those
@@ -15,11 +16,10 @@ command is ``kvlab ttft`` (``kvlab/cli/ttft.py``).
 
 from pathlib import Path
 
-from kvlab.files import finite, read_json, shown
-from kvlab.kvsim import TWO_TIER_CACHES
+from kvlab.latency.measurement import CONFIGS, describe, read_records
 from kvlab.latency.model import MAX_MS, TIERS, LatencyModel, tier_of
 from kvlab.sizing.model_size import tokens_in
-from kvlab.summarize import CONFIGS, describe, read_records
+from kvlab.util.files import finite, read_json, shown
 from kvlab.workloads import MAX_WHOLE
 
 __all__ = ["TABLE_COLUMNS", "SettingError", "budget_rows", "fit_report", "read_model", "sweep_rows"]
@@ -45,10 +45,16 @@ class SettingError(ValueError):
     """The measurement does not fit the setting; the message names the file and line."""
 
 
-def access_tiers(write_policy, gpu, cpu, reads):
-    """The tier of each read ``(doc, tokens)``, through one two-tier cache of the lab's simulator."""
-    cache = TWO_TIER_CACHES[write_policy](gpu, cpu)
-    return [tier_of(cache.access(doc, tokens), cpu > 0) for doc, tokens in reads]
+def access_tiers(write_policy, gpu_tokens, cpu_tokens, reads):
+    """The tier of each read ``(doc, tokens)``, replayed through one two-tier cache of ``write_policy``, a document
+    one block (the lab's simulator's rules: ``kvlab/loop.py``'s :class:`DocumentReads`)."""
+    from kvlab.cache.interface import CacheSettings
+    from kvlab.loop import DocumentReads, tiers
+
+    workload = DocumentReads(reads)
+    rooms = {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "block_tokens": workload.block_tokens}
+    cache = CacheSettings(**rooms, partial_blocks="keep", write_policy=write_policy).build()
+    return [tier_of(tier, cpu_tokens > 0) for tier in tiers(workload, cache)]
 
 
 def pass_reads(passes, docs):
@@ -81,21 +87,22 @@ def measured_requests(path, configs, passes, docs):
     return requests
 
 
-def server_tiers(design, gpu, cpu, reads):
+def server_tiers(design, gpu_tokens, cpu_tokens, reads):
     """The tier of each read ``(doc, tokens)`` through a server's design: ``("llama-cpp", state_extra_tokens)``.
     llama-cpp-python saves a state after the stream ends, so a recompute costs the same with a RAM cache or
     without: it is ``recompute`` in either config."""
     from kvlab.cache.llama_cpp import LlamaCppServer
+    from kvlab.loop import DocumentReads, tiers
 
     name, extra = design
     if name != "llama-cpp":
         raise ValueError(f"server must be llama-cpp, got {shown(name)}")
-    cache = LlamaCppServer(gpu, cpu, 1, extra)  # a document is one key: whole documents are shared or not
-    tiers = []
-    for doc, length in reads:
-        gpu_blocks, cpu_blocks, _, _ = cache.serve([doc], length)
-        tiers.append("gpu_hit" if gpu_blocks else "cpu_load" if cpu_blocks else "recompute")
-    return tiers
+    workload = DocumentReads(reads)  # a document is one key: whole documents are shared or not
+    cache = LlamaCppServer(gpu_tokens, cpu_tokens, workload.block_tokens, extra)
+    return [SERVER_TIER[tier] for tier in tiers(workload, cache)]
+
+
+SERVER_TIER = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}
 
 
 def fit(path, configs, passes, docs, tokens, server=None, fit_docs=None):
@@ -177,19 +184,20 @@ def quotient(numerator, denominator):
 
 
 def sweep_rows(model, docs, tokens, passes, rooms, vary, grid, write_policy):
-    """Predicted p50 and mean per pass at each grid value of ``vary`` (gpu or cpu), the other room fixed."""
+    """Predicted p50 and mean per pass at each grid value of ``vary`` (gpu_tokens or cpu_tokens, a key of ``rooms``),
+    the other room fixed."""
     rows = []
     named = [(f"pass{number}", order) for number, order in enumerate(passes, start=1)]
     reads = pass_reads(named, docs)
     for value in grid:
-        gpu, cpu = (value, rooms["cpu"]) if vary == "gpu" else (rooms["gpu"], value)
+        gpu, cpu = (value, rooms["cpu_tokens"]) if vary == "gpu_tokens" else (rooms["gpu_tokens"], value)
         tiers = access_tiers(write_policy, gpu, cpu, [(doc, tokens) for _, doc in reads])
         for name, _ in named:
             served = [tier for (pass_name, _), tier in zip(reads, tiers, strict=True) if pass_name == name]
             p50, mean = describe([model.predict(tier, tokens) for tier in served]) if served else (0.0, 0.0)
             rows.append(
                 {
-                    f"{vary}_tokens": value,
+                    vary: value,
                     "pass": name,
                     **{tier: served.count(tier) for tier in TIERS},
                     "predicted_p50_ms": round(p50, 1),
@@ -201,14 +209,15 @@ def sweep_rows(model, docs, tokens, passes, rooms, vary, grid, write_policy):
 
 def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, block_rules, meter=None):
     """Predicted p50 and mean per round (and in all) at each CPU budget in GiB, from a replay per budget;
-    ``meter`` (:class:`kvlab.memory.Meter`) checks every replay, so a workload too large stops in the first."""
-    from kvlab.cache.compiled import fastest_cache  # the replay's engines, imported by what replays only
-    from kvlab.replay import ratio, replay, rows_of
+    ``meter`` (:class:`kvlab.util.memory.Meter`) checks every replay, so a workload too large stops in the first."""
+    from kvlab.cache.interface import CacheSettings  # the replay's engines, imported by what replays only
+    from kvlab.loop import ratio, replay, rows_of
 
     rows = []
     for budget in budgets:
         cpu_tokens = tokens_in(budget, per_token)
-        cache = fastest_cache(workload, write_policy, gpu_tokens, cpu_tokens, **block_rules)
+        rooms = {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "block_tokens": workload.block_tokens}
+        cache = CacheSettings(**rooms, write_policy=write_policy, **block_rules).build(workload)
         parts = []
         replay(workload, cache, parts, meter=meter)
         has_cpu = cpu_tokens > 0
@@ -223,7 +232,7 @@ def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, b
             p50, mean = describe([time[1] for time in mine]) if mine else (0.0, 0.0)
             rows.append(
                 {
-                    "cpu_gb": float(budget),
+                    "cpu_gib": float(budget),
                     "cpu_tokens": cpu_tokens,
                     "round": name,
                     "token_hit_ratio": ratio(hits, inputs),
@@ -243,7 +252,7 @@ def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None):
         "setting": {
             "docs": docs,
             "tokens": tokens,
-            "configs": {name: {"gpu": gpu, "cpu": cpu} for name, (gpu, cpu) in configs.items()},
+            "configs": {name: {"gpu_tokens": gpu, "cpu_tokens": cpu} for name, (gpu, cpu) in configs.items()},
             "passes": dict(passes),
             **({"server": server[0], "state_extra_tokens": server[1]} if server else {}),
             **({"fit_docs": sorted(fit_docs), "compared": "the other documents"} if fit_docs is not None else {}),

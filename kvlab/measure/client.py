@@ -23,7 +23,7 @@ import re
 import time
 import urllib.parse
 
-from kvlab.files import shown
+from kvlab.util.files import shown
 
 __all__ = ["Server", "ServerError", "base_url", "masked"]
 

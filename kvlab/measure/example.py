@@ -3,9 +3,10 @@
 The lab's real file (``/opt/fixtures/kvoffload/ttft.jsonl``, taken on 2026-10-03) is not
 distributed, so the default pipeline summarizes this stand-in instead. It is made like this:
 
-* the simulator (:class:`kvlab.kvsim.TwoTierCache`) decides each request's tier — GPU hit, CPU
-  load or recompute — for every config (its GPU and CPU rooms) over the passes, in order, of
-  ``docs`` documents of ``tokens`` tokens, one cache per config kept across passes;
+* the lab's design decides each request's tier — GPU hit, CPU load or recompute — for every config
+  (its GPU and CPU rooms) over the passes, in order, of ``docs`` documents of ``tokens`` tokens, one
+  cache per config kept across passes: write-through with LRU tiers, a document one block (the lab
+  simulator's rules, ``kvlab/loop.py``'s :class:`DocumentReads` through the reference engine);
 * each request's TTFT is drawn, with a fixed seed, from a normal distribution around its tier's
   latency (the handout's figures: recompute ~576 ms, load from CPU ~48.6 ms, GPU hit ~30 ms) with
   a relative standard deviation ``jitter``; a recompute in a config with a CPU tier also pays
@@ -19,8 +20,6 @@ rounded to 2 decimals. Same arguments, same bytes.
 import json
 import random
 
-from kvlab.kvsim import TwoTierCache
-
 __all__ = ["LATENCIES", "generate", "jsonl"]
 
 TIERS = ("gpu_hit", "cpu_load", "recompute")
@@ -28,13 +27,17 @@ LATENCIES = (*TIERS, "store_overhead", "decode")
 TIER_OF_ACCESS = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}
 
 
-def tier_trace(gpu, cpu, docs, tokens, passes):
+def tier_trace(gpu_tokens, cpu_tokens, docs, tokens, passes):
     """Yield ``(pass name, doc, tier)`` for one config, passes in order, through one two-tier cache."""
-    cache = TwoTierCache(gpu, cpu)
-    for name, order in passes:
-        doc_order = range(docs) if order == "fwd" else range(docs - 1, -1, -1)
-        for doc in doc_order:
-            yield name, doc, TIER_OF_ACCESS[cache.access(doc, tokens)]
+    from kvlab.cache.interface import CacheSettings
+    from kvlab.loop import DocumentReads, tiers
+
+    reads = [(name, doc) for name, order in passes for doc in (range(docs) if order == "fwd" else range(docs)[::-1])]
+    workload = DocumentReads((doc, tokens) for _, doc in reads)
+    rooms = {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "block_tokens": workload.block_tokens}
+    cache = CacheSettings(**rooms, partial_blocks="keep").build()
+    for (name, doc), tier in zip(reads, tiers(workload, cache), strict=True):
+        yield name, doc, TIER_OF_ACCESS[tier]
 
 
 def generate(configs, passes, docs, tokens, latency, jitter, seed):

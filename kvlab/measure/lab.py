@@ -4,7 +4,7 @@ Every request is a document followed by its own question (:mod:`kvlab.measure.do
 workload's order: the lab's passes one after another, each reading the documents forward or in reverse, or
 LMCache's long_doc_qa rounds (a warm-up reading each document once, then the queries). Each yields a record of
 the lab's schema, ``{"config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms"}`` (ms rounded to 2
-decimals), as :mod:`kvlab.summarize` reads it.
+decimals), as :mod:`kvlab.latency.measurement` (and the lab's ``summarize.py``) reads it.
 """
 
 from kvlab.measure.documents import documents, question
@@ -32,7 +32,7 @@ def lab_rounds(docs, passes):
 
 
 def long_doc_qa_rounds(docs, repeat_count, repeat_mode, shuffle_seed):
-    """long_doc_qa's rounds as kvlab's workload orders them (``kvlab/workloads.py``)."""
+    """long_doc_qa's rounds as kvlab's workload orders them (``kvlab/workloads/__init__.py``)."""
     from kvlab.workloads import LongDocQAWorkload
 
     workload = LongDocQAWorkload(
@@ -76,10 +76,10 @@ def measure(server, config, docs, tokens, rounds, max_tokens, progress=None):
 
 def merged(path, config, records):
     """The file's records of other configs, kept as they are, then ``records``; a file that does not exist yet
-    is empty. A bad line: :class:`kvlab.summarize.InputError` naming ``file:line``."""
+    is empty. A bad line: :class:`kvlab.util.files.InputError` naming ``file:line``."""
     import os
 
-    from kvlab.summarize import read_records
+    from kvlab.latency.measurement import read_records
 
     kept = []
     if os.path.exists(path):

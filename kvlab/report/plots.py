@@ -23,8 +23,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from kvlab.files import read_bytes, read_json  # noqa: E402
-from kvlab.summarize import read_records  # noqa: E402
+from kvlab.latency.measurement import read_records  # noqa: E402
+from kvlab.util.files import read_bytes, read_json  # noqa: E402
 
 DPI = 100
 STYLE = {"figure.figsize": (7.5, 5.0), "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
@@ -443,11 +443,11 @@ def real_predicted_vs_measured(table):
 def ttft_budgets(budgets, *, synthetic=False):
     """Predicted p50 TTFT and token hit ratio per round across the plan's CPU budgets (a line under another still
     shows, and its legend says where)."""
-    rows = read_csv(budgets, "cpu_gb", "predicted_p50_ms", "token_hit_ratio")
+    rows = read_csv(budgets, "cpu_gib", "predicted_p50_ms", "token_hit_ratio")
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 5.5))
     rounds = list(rows.groupby("round", sort=False))
     for axis, column in ((top, "predicted_p50_ms"), (bottom, "token_hit_ratio")):
-        draw_series(axis, {name: (list(mine["cpu_gb"]), list(mine[column])) for name, mine in rounds}, GIBIBYTES)
+        draw_series(axis, {name: (list(mine["cpu_gib"]), list(mine[column])) for name, mine in rounds}, GIBIBYTES)
     top.set_ylabel("predicted p50 TTFT (ms)")
     plain_numbers(top)
     top.set_title(f"What a CPU budget buys: p50 TTFT and reuse per round\n({fitted_to(synthetic)})")

@@ -6,8 +6,9 @@ order of the files (the grid order) and adds the cache settings in front of each
 
 from pathlib import Path
 
-from kvlab.files import read_json, shown
-from kvlab.replay import COUNTERS, figures
+from kvlab.loop import COUNTERS, figures
+from kvlab.util.files import read_json, shown
+from kvlab.util.numbers import MAX_WHOLE
 
 __all__ = ["COLUMNS", "table_csv", "table_rows"]
 
@@ -23,7 +24,6 @@ SETTINGS = (
 )
 FIGURES = tuple(figures([0] * len(COUNTERS)))  # the keys replay.py reports per round, in its order
 COLUMNS = (*SETTINGS, "round", *FIGURES)
-MAX_WHOLE = 2**53
 
 
 def table_rows(points):

@@ -6,12 +6,12 @@ Each point file is ``scenario.py``'s output for one grid value and is named afte
 
 from pathlib import Path
 
-from kvlab.files import read_json
+from kvlab.util.files import read_json
+from kvlab.util.numbers import MAX_WHOLE
 
 __all__ = ["VALUES", "collect"]
 
 COUNTS = ("gpu_hits", "cpu_hits", "misses")
-MAX_WHOLE = 2**53
 
 VALUES = {
     "hits": lambda counts: counts["gpu_hits"] + counts["cpu_hits"],

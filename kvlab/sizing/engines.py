@@ -28,9 +28,11 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
+from kvlab.util.numbers import GIB
+
 __all__ = ["ENGINES", "effective_bytes", "engine_settings"]
 
-GIB = 2**30
+
 GB = 10**9  # SGLang's "gigabytes": decimal
 VERSIONS = {"vllm": "0.33.0", "lmcache": "0.5.6", "sglang": "0.5.23"}
 ENGINES = tuple(VERSIONS)
@@ -173,5 +175,5 @@ def engine_settings(
     if note:
         notes.append(note)
     found["chunk_tokens"] = engine_tokens
-    found["cpu_gb_effective"] = shown_gib(effective_bytes(engine, budget) / GIB)
+    found["cpu_gib_effective"] = shown_gib(effective_bytes(engine, budget) / GIB)
     return {"engine": engine, "version": VERSIONS[engine], **found, "notes": notes}

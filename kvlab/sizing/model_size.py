@@ -16,7 +16,8 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 
-from kvlab.files import MAX_FILE_BYTES, number_text, read_json, shown
+from kvlab.util.files import MAX_FILE_BYTES, number_text, read_json, shown
+from kvlab.util.numbers import GIB
 
 __all__ = [
     "GIB",
@@ -32,7 +33,7 @@ __all__ = [
     "tokens_in",
 ]
 
-GIB = 2**30
+
 DTYPE_BYTES = {
     "float32": 4,
     "float": 4,

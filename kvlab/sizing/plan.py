@@ -19,8 +19,8 @@ larger than the GPU's mostly duplicates it: the plan says so in ``notes``, with 
 nothing; docs/engines.md, section 7). A model that caches no KV per token (only recurrent state) has no
 tokens in a GiB: it is refused in words.
 
-"GB" means GiB (2**30 bytes), as LMCache's max_local_cpu_size and vLLM's kv_offloading_size. The command
-is ``kvlab plan`` (``kvlab/cli/plan.py``).
+Budgets are in GiB (2**30 bytes; the keys ending ``_gib``), as LMCache's max_local_cpu_size and vLLM's
+kv_offloading_size count them (their "GB"). The command is ``kvlab plan`` (``kvlab/cli/plan.py``).
 """
 
 import math
@@ -29,10 +29,11 @@ from functools import cached_property
 from pathlib import Path
 
 from kvlab.cache.costs import WINDOW_RULES, WindowCosts
+from kvlab.cache.interface import CacheSettings
 from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
-from kvlab.replay import ratio, replay
+from kvlab.loop import ratio, replay
 from kvlab.sizing.engines import effective_bytes, engine_settings
 from kvlab.sizing.model_size import gib, no_tokens, tokens_in
 
@@ -69,7 +70,11 @@ class Planner:
         """``(input, GPU, CPU)`` tokens per round at this CPU room."""
         if self.curve is None:
             block = self.workload.block_tokens
-            cache = make_cache(self.write_policy, self.gpu_room, cpu_room, block, **self.rules, blocks=self.costs)
+            if self.costs is None:
+                rooms = {"gpu_tokens": self.gpu_room, "cpu_tokens": cpu_room, "block_tokens": block}
+                cache = CacheSettings(**rooms, write_policy=self.write_policy, **self.rules).build()
+            else:  # the reference engine with rooms in bytes
+                cache = make_cache(self.write_policy, self.gpu_room, cpu_room, block, blocks=self.costs, **self.rules)
             return [(row[2], row[5], row[6]) for row in replay(self.workload, cache)]
         curve = self.curve
         return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(cpu_room), strict=True)]
@@ -80,15 +85,9 @@ class Planner:
     @cached_property
     def unlimited_cpu(self):
         """A CPU room that never evicts: every distinct block the workload can store, at the most it can cost."""
-        block = self.workload.block_tokens
-        keep = self.rules["partial_blocks"] == "keep"
-        sizes = {}
-        for request in self.workload.requests():
-            blocks = Blocks(request.keys, request.tokens, block, keep)
-            for index in range(blocks.stored):
-                size = block if index < blocks.full else blocks.last
-                sizes[request.keys[index]] = self.costs.most(size) if self.costs else size
-        return sum(sizes.values())
+        stored = StoredBlocks(self.workload.block_tokens, self.rules["partial_blocks"] == "keep", self.costs)
+        replay(self.workload, stored)
+        return stored.room
 
     def smallest_cpu(self, hits):
         """The smallest CPU room at which the hit tokens reach ``hits``; None if no room does."""
@@ -112,6 +111,34 @@ class Planner:
         if self.curve is not None:
             return int(self.curve.base.sum() + self.curve.final().sum())
         return self.hit_tokens(self.unlimited_cpu)
+
+
+class StoredBlocks:
+    """Not a cache but an engine (:class:`kvlab.cache.interface.Engine`) that only keeps account: every distinct
+    block a request can store, at the most it can cost (``costs``: :class:`kvlab.cache.costs.WindowCosts`; else
+    its tokens), the size of its last request. It serves nothing (its figures are all 0); after a replay ``room``
+    is the room that holds them all."""
+
+    offline = False
+
+    def __init__(self, block_tokens, keep_partial, costs=None):
+        self.block_tokens, self.keep_partial, self.costs = block_tokens, keep_partial, costs
+        self.sizes = {}  # block key -> its size
+
+    @property
+    def room(self):
+        return sum(self.sizes.values())
+
+    def foresee(self, columns):
+        """Nothing to learn."""
+
+    def serve(self, keys, tokens):
+        block, sizes, costs = self.block_tokens, self.sizes, self.costs
+        blocks = Blocks(keys, tokens, block, self.keep_partial)
+        for index in range(blocks.stored):
+            size = block if index < blocks.full else blocks.last
+            sizes[keys[index]] = costs.most(size) if costs else size
+        return 0, 0, 0, 0
 
 
 def inclusive_note(write_policy, cache, inputs, gpu_hits, cpu_hits):
@@ -197,29 +224,29 @@ def plan(
         "cache": {
             "chunk_tokens": workload.block_tokens,
             **({"trace_block_tokens": trace_tokens} if trace_tokens else {}),
-            "chunk_gb": gib(workload.block_tokens, per_token),
+            "chunk_gib": gib(workload.block_tokens, per_token),
             "partial_blocks": partial_blocks,
             "eviction_order": eviction_order,
             "write_policy": write_policy,
             "eviction": "lru",
             **rules,
             "gpu_tokens": gpu_tokens,
-            "gpu_gb": gib(gpu_tokens, per_token),
-            "cpu_gb": float(cpu_gib),
+            "gpu_gib": gib(gpu_tokens, per_token),
+            "cpu_gib": float(cpu_gib),
             "cpu_tokens": cpu_tokens,
         },
         **{key: value for key, value in round_figures("all", *totals).items() if key != "round"},
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],
         "max_token_hit_ratio": ratio(most, totals[0]),
         "cpu_tokens_for_full_reuse": tokens_of(full),
-        "cpu_gb_for_full_reuse": gib_of(full),
+        "cpu_gib_for_full_reuse": gib_of(full),
     }
     if target is not None:
         need = math.ceil(Fraction(str(target)) * totals[0])  # the ratio as written: 0.9 is 9/10
         found = planner.smallest_cpu(need) if need <= most else None
         result["target_hit_ratio"] = target
         result["cpu_tokens_for_target"] = tokens_of(found)
-        result["cpu_gb_for_target"] = None if found is None else gib_of(found)
+        result["cpu_gib_for_target"] = None if found is None else gib_of(found)
     if write_policy in INCLUSIVE and 0 < cpu_room <= gpu_room:
         result["notes"] = [inclusive_note(write_policy, result["cache"], *totals)]
     if engine is not None:
@@ -234,7 +261,7 @@ def plan(
         settings["token_hit_ratio"] = ratio(given[1] + given[2], given[0])
         if room != cpu_room and given[0]:
             notes.append(
-                f"at what the setting gives ({settings['cpu_gb_effective']} GiB per GPU) the hit ratio is"
+                f"at what the setting gives ({settings['cpu_gib_effective']} GiB per GPU) the hit ratio is"
                 f" {settings['token_hit_ratio']}; the plan's {result['token_hit_ratio']} is for {float(cpu_gib)} GiB"
             )
         result["engine"] = {**settings, "notes": notes}
@@ -249,14 +276,14 @@ def table(result):
     lines = [
         f"model: {model['layers']} layers x {model['kv_heads_per_gpu']} KV heads per GPU x head dim {model['head_dim']}"
         f" x {model['dtype']} = {model['bytes_per_token']:,} bytes per token (tp {model['tp']});"
-        f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gb']} GiB"
+        f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gib']} GiB"
         + (
             f" (the replay's unit; the trace is hashed in {cache['trace_block_tokens']}-token blocks)"
             if "trace_block_tokens" in cache
             else ""
         ),
-        f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gb']} GiB);"
-        f" CPU: {cache['cpu_gb']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU"
+        f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gib']} GiB);"
+        f" CPU: {cache['cpu_gib']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU"
         + (f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""),
         "",
     ]
@@ -267,12 +294,12 @@ def table(result):
     lines.append("")
     full = result["cpu_tokens_for_full_reuse"]
     lines.append(
-        f"full reuse (hit ratio {result['max_token_hit_ratio']}): {result['cpu_gb_for_full_reuse']} GiB of CPU"
+        f"full reuse (hit ratio {result['max_token_hit_ratio']}): {result['cpu_gib_for_full_reuse']} GiB of CPU"
         f" ({full:,} tokens)"
     )
     if "target_hit_ratio" in result:
         found = result["cpu_tokens_for_target"]
-        answer = "unreachable" if found is None else f"{result['cpu_gb_for_target']} GiB of CPU ({found:,} tokens)"
+        answer = "unreachable" if found is None else f"{result['cpu_gib_for_target']} GiB of CPU ({found:,} tokens)"
         lines.append(f"hit ratio {result['target_hit_ratio']}: {answer}")
     lines += [f"note: {note}" for note in result.get("notes", [])]
     if "engine" in result:
@@ -293,7 +320,7 @@ def engine_lines(engine):
     lines.append(f"  host memory it allocates: {engine['host_ram_gib']} GiB")
     if "cpu_tokens" in engine:
         lines.append(
-            f"  what it holds per GPU: {engine['cpu_gb_effective']} GiB = {engine['cpu_tokens']:,} tokens,"
+            f"  what it holds per GPU: {engine['cpu_gib_effective']} GiB = {engine['cpu_tokens']:,} tokens,"
             f" hit ratio {engine['token_hit_ratio']}"
         )
     lines += [f"  note: {note}" for note in engine["notes"]]

@@ -41,8 +41,8 @@ class Future:
 
     @classmethod
     def of_columns(cls, keys, counts, skips=None):
-        """The future of requests given as dense keys (``kvlab/stream.py``): what the tier is asked for is then
-        those same keys."""
+        """The future of requests given as dense keys (``kvlab/workloads/stream.py``): what the tier is asked for is
+        then those same keys."""
         future = cls.__new__(cls)
         future._ids = None
         future._build(keys, counts, skips)

@@ -14,8 +14,8 @@ Two artifacts (``kvlab policies cliff`` and ``kvlab policies table``):
   give up reuse in one round for more in another.)
 """
 
-from kvlab.cache.write_policies import make_cache
-from kvlab.replay import COUNTERS, figures, overall, replay
+from kvlab.cache.interface import CacheSettings
+from kvlab.loop import COUNTERS, figures, overall, replay
 from kvlab.workloads import LabWorkload
 
 __all__ = ["TABLE_COLUMNS", "bound_ratio", "cpu_cliff", "hit_table", "rounds", "table_csv"]
@@ -40,7 +40,8 @@ def cpu_cliff(docs, tokens, passes, gpu_tokens, cpu_rooms, write_policies, recor
         cliff[policy] = {}
         for cpu_tokens in cpu_rooms:
             workload = LabWorkload(tokens, docs=docs, tokens=tokens, passes=passes)
-            totals = replay(workload, make_cache(policy, gpu_tokens, cpu_tokens, tokens))
+            sizes = {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "block_tokens": tokens}
+            totals = replay(workload, CacheSettings(**sizes, write_policy=policy).build())
             row = dict(zip(COUNTERS, totals[record_pass - 1], strict=True))
             cliff[policy][str(cpu_tokens)] = row["blocks"] - row["gpu_blocks"] - row["cpu_blocks"]
     return cliff
@@ -48,7 +49,7 @@ def cpu_cliff(docs, tokens, passes, gpu_tokens, cpu_rooms, write_policies, recor
 
 def hit_table(make, rooms, write_policies, evictions, block_rules, switches, meter=None):
     """Rows of the policy table for the workload ``make(block_tokens)`` builds, in grid order; ``meter``
-    (:class:`kvlab.memory.Meter`) checks every replay, so a workload too large stops in the first."""
+    (:class:`kvlab.util.memory.Meter`) checks every replay, so a workload too large stops in the first."""
     rows = []
     for block in rooms["block_tokens"]:
         for gpu in rooms["gpu_tokens"]:
@@ -58,7 +59,9 @@ def hit_table(make, rooms, write_policies, evictions, block_rules, switches, met
                     extra = switches if policy == "write-through" else {}
                     for eviction in evictions:
                         tiers = {"gpu_eviction": eviction, "cpu_eviction": eviction}
-                        cache = make_cache(policy, gpu, cpu, block, **block_rules, **tiers, **extra)
+                        sizes = {"gpu_tokens": gpu, "cpu_tokens": cpu, "block_tokens": block}
+                        settings = CacheSettings(**sizes, write_policy=policy, **block_rules, **tiers, **extra)
+                        cache = settings.build()  # the reference engine: one replay at a time, each design's own
                         for name, one in rounds(make(block), cache, meter):
                             rows.append(
                                 {
@@ -75,13 +78,14 @@ def hit_table(make, rooms, write_policies, evictions, block_rules, switches, met
     return rows
 
 
-def bound_ratio(workload, gpu, cpu, block, partial_blocks, eviction_order, meter=None):
+def bound_ratio(workload, gpu_tokens, cpu_tokens, block, partial_blocks, eviction_order, meter=None):
     """Token hit ratio of one ``opt`` tier of ``G//B + C//B`` blocks; None when partial blocks are kept
     (blocks of different sizes: MIN is not optimal then, and there is no bound)."""
     if partial_blocks != "drop":
         return None
-    room = (gpu // block + cpu // block) * block
-    cache = make_cache("write-through", room, 0, block, eviction_order=eviction_order, gpu_eviction="opt")
+    room = (gpu_tokens // block + cpu_tokens // block) * block
+    settings = CacheSettings(gpu_tokens=room, block_tokens=block, eviction_order=eviction_order, gpu_eviction="opt")
+    cache = settings.build()
     return rounds(workload, cache, meter)[0][1]["token_hit_ratio"]
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvlab.kernels import copy_cache
+from kvlab.util.kernels import copy_cache
 
 __all__ = ["SCRATCH", "check", "compare", "differences", "project_files", "regenerate"]
 

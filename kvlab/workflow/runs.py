@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvlab.kernels import compiled
+from kvlab.util.kernels import compiled
 
 __all__ = ["LOCK", "RunError", "hold_lock", "run_pipeline", "snakemake_sources"]
 
@@ -93,7 +93,7 @@ def warm_kernels(folder):
     if compiled(Path(folder, "kvlab")):
         return
     print("kvlab: compiling the kernels once (numba, about 8 s of CPU; cached beside the code) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "kvlab.kernels"], cwd=folder)  # a failure shows in the jobs
+    subprocess.run([sys.executable, "-m", "kvlab.workflow.kernels"], cwd=folder)  # a failure shows in the jobs
 
 
 CONFIG_FLAGS = ("--conf", "--prof", "--workflow-p", "--repl", "--dir")  # what starts any flag that sets the config
@@ -112,7 +112,7 @@ def snakemake_sources(arguments):
     them: ``[(name, data, composed root or None)]``, each read as data (never YTE). Snakemake's own parser reads
     the flags (so an abbreviation, ``-C`` or a profile's ``configfile`` are found as Snakemake finds them); flags
     it refuses are left for Snakemake to refuse."""
-    from kvlab.config import load_mapping
+    from kvlab.workflow.config import load_mapping
 
     if not any(map(may_set_config, arguments)) and "SNAKEMAKE_PROFILE" not in os.environ:
         return [(WORKFLOW_CONFIG, *load_mapping(WORKFLOW_CONFIG))]  # the Snakefile's configfile alone
@@ -148,7 +148,7 @@ def run_pipeline(arguments=(), folder=".", snakemake=None):
     """Run Snakemake in ``folder`` with ``arguments`` as the only run there; return its exit code. Snakemake runs
     through :func:`main` (every config file it reads checked as data), holding the lock with this process; the
     caller has checked the config (``kvlab run``), so the Snakefile does not again."""
-    snakemake = snakemake or [sys.executable, "-m", "kvlab.runs"]
+    snakemake = snakemake or [sys.executable, "-m", "kvlab.workflow.runs"]
     lock = hold_lock(folder)
     try:
         clean_dead_run(folder, snakemake)
@@ -182,11 +182,11 @@ STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def main(argv=None):
-    """``python -m kvlab.runs SNAKEMAKE-FLAGS``: Snakemake's command line, with every config file it reads checked
-    as data first (kvlab.config.guard_snakemake)."""
+    """``python -m kvlab.workflow.runs SNAKEMAKE-FLAGS``: Snakemake's command line, with every config file it reads
+    checked as data first (kvlab.workflow.config.guard_snakemake)."""
     from snakemake.cli import main as snakemake
 
-    from kvlab.config import guard_snakemake
+    from kvlab.workflow.config import guard_snakemake
 
     guard_snakemake()
     snakemake(sys.argv[1:] if argv is None else argv)

@@ -5,7 +5,7 @@ It takes a line only in the plain shape: an object of exactly the named fields, 
 value a JSON integer of at most 18 digits (the list field a list of them), ASCII field names without escapes,
 JSON whitespace anywhere JSON allows it. Any other line (a float, an exponent, a string, a field missing, extra
 or given twice, a longer number, anything malformed) is marked, and the caller reads it with a reader that knows
-every case (``kvlab/traces.py``). So the scanner can change the speed, never the answer: what it takes, the
+every case (``kvlab/workloads/traces.py``). So the scanner can change the speed, never the answer: what it takes, the
 standard library's json reads as the same numbers.
 """
 

@@ -7,10 +7,10 @@ perhaps the last. Requests belong to rounds (the lab's passes, long_doc_qa's war
 rounds); the replay reports each round apart.
 
 Each source gives its requests two ways: ``requests()`` as Python objects, for the reference engines, and
-``batches()`` as typed arrays with dense keys (``kvlab/stream.py``), for the compiled ones; both give the same
+``batches()`` as typed arrays with dense keys (``kvlab/workloads/stream.py``), for the compiled ones; both give the same
 requests. numpy, numba and the trace parser are imported only by the way a command uses (a small replay's
 start-up is most of its cost). A new source is one :class:`Workload` subclass (its options, its rounds, both
-hooks) and one line in :data:`WORKLOADS`; a new trace format is one :class:`kvlab.traces.TraceFormat`.
+hooks) and one line in :data:`WORKLOADS`; a new trace format is one :class:`kvlab.workloads.traces.TraceFormat`.
 """
 
 import math
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvlab.files import number_text, shown
-from kvlab.traces import FORMATS, TraceError
+from kvlab.util.files import number_text, shown
+from kvlab.util.numbers import MAX_WHOLE
+from kvlab.workloads.traces import FORMATS, TraceError
 
 __all__ = [
     "MAX_ACCESSES",
@@ -35,7 +36,7 @@ __all__ = [
 
 REPEAT_MODES = ("tile", "interleave", "random")
 ORDERS = ("fwd", "rev")
-MAX_WHOLE = 2**53  # any count of tokens, blocks or documents: exact as a float and in int64 sums
+
 MAX_ACCESSES = 10**8  # block accesses of a generated workload (a trace has no such limit: it is streamed)
 
 
@@ -146,9 +147,9 @@ class Workload:
         raise NotImplementedError
 
     def batches(self):
-        """Yield the requests in order as :class:`kvlab.stream.Columns` of bounded size, keys dense from 0
+        """Yield the requests in order as :class:`kvlab.workloads.stream.Columns` of bounded size, keys dense from 0
         (here made from ``requests()``; a source overrides it with a faster way)."""
-        from kvlab.stream import columns_of
+        from kvlab.workloads.stream import columns_of
 
         return columns_of(self.requests())
 
@@ -202,7 +203,7 @@ class DocumentWorkload(Workload):
         """The same requests as typed arrays: document ``d``'s blocks are keys ``d * blocks ...``."""
         import numpy as np
 
-        from kvlab.stream import Columns
+        from kvlab.workloads.stream import Columns
 
         blocks = math.ceil(tokens / self.block_tokens)
         per_batch = max(1, batch_keys // max(blocks, 1))
@@ -326,14 +327,14 @@ class LongDocQAWorkload(DocumentWorkload):
 
 
 class TraceWorkload(Workload):
-    """A trace of requests at block granularity (``kvlab/traces.py``): streamed, a bad line stops the replay
+    """A trace of requests at block granularity (``kvlab/workloads/traces.py``): streamed, a bad line stops the replay
     with ``file:line: what is wrong``. The hash ids are chained, so blocks of ``k`` trace blocks are keyed by
     the last id of each group of ``k``."""
 
     rounds = ["trace"]
     label_name = "timestamp"
     options = (Option("trace", str, None, "the trace file (JSONL, .jsonl.gz, or - for standard input)"),)
-    format = None  # a kvlab.traces.TraceFormat
+    format = None  # a kvlab.workloads.traces.TraceFormat
 
     def __init__(self, block_tokens=None, **settings):
         super().__init__(block_tokens, **settings)
@@ -352,14 +353,14 @@ class TraceWorkload(Workload):
         return {"source": self.name, "trace": Path(self.trace).name}  # no absolute path in an artifact
 
     def batches(self):
-        from kvlab.dense import Interner
+        from kvlab.workloads.dense import Interner
 
         interner = Interner()
         for columns in self._columns():
             yield columns._replace(keys=interner.dense(columns.keys))
 
     def requests(self):
-        from kvlab.stream import requests_of
+        from kvlab.workloads.stream import requests_of
 
         for columns in self._columns():
             for request in requests_of(columns):
@@ -369,8 +370,8 @@ class TraceWorkload(Workload):
         """The trace's batches with the hash ids of this workload's blocks as keys."""
         import numpy as np
 
-        from kvlab.stream import Columns, group_blocks
-        from kvlab.traces import read
+        from kvlab.workloads.stream import Columns, group_blocks
+        from kvlab.workloads.traces import read
 
         try:
             for batch in read(self.trace, self.format):

@@ -1,5 +1,5 @@
-"""The compiled kernels: whether numba's on-disk cache holds them all for the current source, a warm-up that
-compiles them once, and a copy of the cache into another tree.
+"""The compiled kernels: whether numba's on-disk cache holds them all for the current source, and a copy
+of the cache into another tree.
 
 numba caches each ``@njit(cache=True)`` kernel beside its module (``__pycache__/*.nbi`` and ``*.nbc``), keyed on
 the module's name, the SHA-256 of the source file (numba 0.68, ``numba/core/caching.py``,
@@ -8,7 +8,7 @@ the module's name, the SHA-256 of the source file (numba 0.68, ``numba/core/cach
 instead of compiling again (about 5 s of CPU), and parallel jobs or test workers load what one warm-up compiled
 instead of each compiling the same kernels at once.
 
-``python -m kvlab.kernels`` warms the kernels of the kvlab it imports.
+``python -m kvlab.workflow.kernels`` warms them (it imports the domain, so it lives above it).
 """
 
 import ast
@@ -17,9 +17,9 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["compiled", "copy_cache", "kernels", "warm"]
+__all__ = ["compiled", "copy_cache", "kernels"]
 
-PACKAGE = Path(__file__).parent
+PACKAGE = Path(__file__).parents[1]  # kvlab/
 
 
 def kernels(package=PACKAGE):
@@ -67,29 +67,3 @@ def copy_cache(source, target):
         if copy.parent.parent.is_dir() and not copy.exists():
             copy.parent.mkdir(exist_ok=True)
             shutil.copy2(cached, copy)
-
-
-def warm():
-    """Run every compiled path once on tiny workloads, compiling (and caching) what the cache lacks."""
-    import numpy as np
-
-    from kvlab.cache.compiled import CompiledLRU
-    from kvlab.curves.mrc import lru_curve, tier_curve
-    from kvlab.dense import Interner
-    from kvlab.replay import replay
-    from kvlab.scan import scan
-    from kvlab.workloads import LabWorkload
-
-    lab = LabWorkload(4, docs=2, tokens=10, passes="fwd,rev")
-    for rules in ({}, {"partial_blocks": "keep", "eviction_order": "head-first", "touch_cpu_on_gpu_hit": True}):
-        replay(lab, CompiledLRU(8, 8, 4, **rules), [])
-    for gpu in (None, 4):
-        tier_curve(lab, "drop", gpu_tokens=gpu)
-        tier_curve(lab, "keep", gpu_tokens=gpu)
-    lru_curve([1, 2, 1], [1, 2, 1])
-    Interner(slots=2).dense(np.arange(4, dtype=np.int64))
-    scan(b'{"a": 1, "b": [2]}', ("a", "b"), 1)
-
-
-if __name__ == "__main__":
-    warm()

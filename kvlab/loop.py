@@ -2,27 +2,44 @@
 
 The rules of the cache are in ``kvlab/cache/prefix.py``, the write policies in
 ``kvlab/cache/write_policies.py``, the eviction policies in ``kvlab/cache/eviction/``; the sources in
-``kvlab/workloads.py``. Reported for the whole replay and for each round (pass): requests, block
+``kvlab/workloads/__init__.py``. Reported for the whole replay and for each round (pass): requests, block
 accesses, input tokens, tokens served from the GPU and the CPU and tokens computed, the token hit
 ratio, and the same in blocks; optionally one row per request.
 """
 
-__all__ = ["COUNTERS", "figures", "overall", "per_request_csv", "ratio", "replay", "report", "rows_of"]
+__all__ = [
+    "COUNTERS",
+    "DocumentReads",
+    "figures",
+    "overall",
+    "per_request_csv",
+    "ratio",
+    "replay",
+    "report",
+    "rows_of",
+    "tiers",
+]
 
 # What a round adds up, per request: 1, blocks, input tokens, GPU blocks, CPU blocks, GPU tokens, CPU tokens.
 COUNTERS = ("requests", "blocks", "tokens", "gpu_blocks", "cpu_blocks", "gpu_tokens", "cpu_tokens")
 
 
 def replay(workload, cache, per_request=None, progress=None, meter=None):
-    """Serve every request of ``workload`` through ``cache``; return one list of COUNTERS per round.
+    """Serve every request of ``workload`` through ``cache`` (a :class:`kvlab.cache.interface.Engine`); return one
+    list of COUNTERS per round.
 
-    A compiled cache (``kvlab/cache/compiled.py``) reads the workload's typed batches, any other its Python
-    requests. With ``per_request`` (a list), append the per-request table's columns, as a dict of arrays per
-    batch; ``progress(n)`` is called after every ``n`` requests (a progress bar's update). ``meter``
-    (:class:`kvlab.memory.Meter`) stops a workload too large for the memory allowed, as it is read.
+    An engine that serves typed batches (a :class:`kvlab.cache.interface.BatchEngine`: the compiled one,
+    ``kvlab/cache/compiled.py``) reads the workload's batches, any other its Python requests. With ``per_request``
+    (a list), append the per-request table's columns, as a dict of arrays per batch (:func:`rows_of` reads them);
+    ``progress(n)`` is called after every ``n`` requests (a progress bar's update). ``meter``
+    (:class:`kvlab.util.memory.Meter`) stops a workload too large for the memory allowed, as it is read.
     """
-    if getattr(cache, "columns", False):
+    from kvlab.cache.interface import BatchEngine, Engine
+
+    if isinstance(cache, BatchEngine):
         return _replay_batches(workload, cache, per_request, progress, meter)
+    if not isinstance(cache, Engine):
+        raise TypeError(f"{type(cache).__name__} is not a two-tier engine (kvlab/cache/interface.py)")
     return _replay_requests(workload, cache, per_request, progress, meter)
 
 
@@ -38,7 +55,7 @@ def _replay_batches(workload, cache, per_request, progress, meter):
             requests += len(columns.counts)
             keys = max(keys, int(columns.keys.max()) + 1 if len(columns.keys) else 0)
             meter.check(accesses, requests, keys, workload.read_fraction)
-        cache.serve(columns, totals, served)
+        cache.serve_batch(columns, totals, served)
         if per_request is not None:
             per_request.append(_table(columns.rounds, columns.labels, columns.counts, columns.tokens, served))
         if progress is not None:
@@ -62,8 +79,8 @@ def _metered(requests, meter, workload):
 def _replay_requests(workload, cache, per_request, progress, meter):
     totals = [[0] * len(COUNTERS) for _ in workload.rounds]
     if cache.offline:  # opt: learn the whole workload first (read once into typed arrays, served from them)
-        from kvlab.stream import load, requests_of
         from kvlab.workloads import Request
+        from kvlab.workloads.stream import load, requests_of
 
         columns, _ = load(workload, meter)
         cache.foresee(columns)
@@ -98,10 +115,12 @@ def _replay_requests(workload, cache, per_request, progress, meter):
     return totals
 
 
-def rows_of(parts):
+ROW = ("round", "label", "blocks", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens")
+
+
+def rows_of(parts, names=ROW):
     """``(round, label, blocks, tokens, gpu_tokens, cpu_tokens)`` of each request of ``replay``'s ``per_request``
-    parts, as Python objects."""
-    names = ("round", "label", "blocks", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens")
+    parts, as Python objects; or the columns ``names`` (:data:`ROW`'s, ``gpu_hit_blocks``, ``cpu_hit_blocks``)."""
     for part in parts:
         yield from zip(*(part[name].tolist() for name in names), strict=True)
 
@@ -127,7 +146,55 @@ def _table(rounds, labels, blocks, tokens, served):
         "input_tokens": np.asarray(tokens),
         "gpu_hit_tokens": served[:, 2],
         "cpu_hit_tokens": served[:, 3],
+        "gpu_hit_blocks": served[:, 0],
+        "cpu_hit_blocks": served[:, 1],
     }
+
+
+class DocumentReads:
+    """Whole documents read one after another, one request each: ``reads`` are ``(doc, tokens)``, and a document
+    is one block keyed by its number, as long as the document (blocks are as long as the longest; with
+    ``partial_blocks="keep"`` each is stored whatever its length, an empty document as an empty block). The lab's
+    requests as its simulator (``kvlab/kvsim.py``) serves them: one entry per document, of the document's size."""
+
+    rounds = ["reads"]
+    label_name = "document"
+    read_fraction = None
+
+    def __init__(self, reads):
+        self.reads = list(reads)
+        self.block_tokens = max((tokens for _, tokens in self.reads), default=0) or 1
+
+    def requests(self):
+        from kvlab.workloads import Request
+
+        return (Request(0, doc, [doc], tokens) for doc, tokens in self.reads)
+
+    def batches(self):
+        from kvlab.workloads.stream import columns_of
+
+        return columns_of(self.requests())
+
+    def __len__(self):
+        return len(self.reads)
+
+    def accesses(self):
+        return len(self.reads)
+
+    def token_bound(self):
+        return sum(tokens for _, tokens in self.reads)
+
+
+TIERS = ("gpu", "cpu", "miss")  # what served a request of one block (the lab simulator's answers)
+TIER_COLUMNS = ("gpu_hit_blocks", "cpu_hit_blocks")
+
+
+def tiers(workload, cache):
+    """What served each request of ``workload``, whose requests are of one block (:class:`DocumentReads`), through
+    ``cache``: ``"gpu"``, ``"cpu"`` or ``"miss"``, in order."""
+    parts = []
+    replay(workload, cache, parts)
+    return [TIERS[0] if gpu else TIERS[1] if cpu else TIERS[2] for gpu, cpu in rows_of(parts, TIER_COLUMNS)]
 
 
 def figures(counts):

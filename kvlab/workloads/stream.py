@@ -3,7 +3,7 @@
 
 A batch holds consecutive requests: per request its round, label, tokens and number of blocks, and the keys of
 all their blocks as dense ids ``0, 1, 2, ...`` in order of first appearance, so a tier's state is a few arrays
-indexed by key instead of a dict of Python objects (a trace's hash ids are made dense by ``kvlab/dense.py``).
+indexed by key instead of a dict of Python objects (a trace's hash ids are made dense by ``kvlab/workloads/dense.py``).
 """
 
 import itertools
@@ -40,7 +40,7 @@ def concatenate(batches):
 
 def load(workload, meter=None):
     """The whole workload as one :class:`Columns`, and its number of distinct keys; ``meter``
-    (:class:`kvlab.memory.Meter`) is checked after every batch, so a workload too large stops early."""
+    (:class:`kvlab.util.memory.Meter`) is checked after every batch, so a workload too large stops early."""
     parts, accesses, requests, keys = [], 0, 0, 0
     for columns in workload.batches():
         parts.append(columns)

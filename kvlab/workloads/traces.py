@@ -3,7 +3,7 @@ batches into typed arrays: per request its label (the timestamp), prompt tokens 
 hash ids of all its blocks in one int64 array.
 
 Two fast paths: a format whose fields are all numbers (Mooncake) is read a batch at a time by a compiled scanner
-(:mod:`kvlab.scan`) when every line of the batch is in the plain shape; otherwise simdjson (pysimdjson) parses
+(:mod:`kvlab.workloads.scan`) when every line of the batch is in the plain shape; otherwise simdjson (pysimdjson) parses
 each line and takes ``hash_ids`` as an int64 buffer, never as Python ints, and the other fields are checked a
 batch at a time. A line the fast paths do not take as it is (an unusual shape, extra fields, a bad value) is
 read again by the reference reader (the standard library's json, :meth:`TraceFormat.check`), which either
@@ -14,11 +14,12 @@ never the answer.
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvlab.files import BATCH_BYTES, InputError, line_batches, lines, parse_json, shown
+from kvlab.util.files import BATCH_BYTES, InputError, line_batches, lines, parse_json, shown
+from kvlab.util.numbers import MAX_WHOLE
 
 __all__ = ["BAILIAN", "FORMATS", "MAX_WHOLE", "MOONCAKE", "Batch", "TraceError", "TraceFormat", "read"]
 
-MAX_WHOLE = 2**53  # token counts and timestamps: exact as a float
+
 ID_RANGE = (-(2**63), 2**63 - 1)  # a hash id is an int64
 
 
@@ -92,7 +93,7 @@ class TraceFormat:
 
     @property
     def integers(self):
-        """Whether every field is a number (so that :mod:`kvlab.scan` can read its plain lines)."""
+        """Whether every field is a number (so that :mod:`kvlab.workloads.scan` can read its plain lines)."""
         return all(field.low is not None for field in self.fields)
 
     @property
@@ -209,7 +210,7 @@ def _scanned(trace, raws):
     not take, a value out of range, blocks that do not match the tokens): then the whole batch is read by
     :func:`_batch`, which names the first bad line."""
 
-    from kvlab.scan import OK, OTHER, scan
+    from kvlab.workloads.scan import OK, OTHER, scan
 
     names = (*(field.name for field in trace.scalars), "hash_ids")
     status, values, counts, ids = scan(b"\n".join(raws), names, len(names) - 1)

@@ -1,5 +1,5 @@
 """Dense ids ``0, 1, 2, ...`` for a trace's 64-bit hash ids, in order of first appearance, by an open-addressing
-hash table in a compiled loop: a tier's state is then a few arrays indexed by id (``kvlab/stream.py``).
+hash table in a compiled loop: a tier's state is then a few arrays indexed by id (``kvlab/workloads/stream.py``).
 
 The table's slots come from simple tabulation hashing with tables drawn at random per table (Pătraşcu and
 Thorup, "The power of simple tabulation hashing", J. ACM 59(3), 2012: linear probing takes expected constant

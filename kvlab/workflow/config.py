@@ -6,27 +6,47 @@ Every problem is one line naming the file, the line and the key.
 """
 
 import math
+import os
 import re
+import sys
 from pathlib import Path
 
 import yaml
 
+from kvlab.util.numbers import MAX_WHOLE
+
 __all__ = [
     "MAX_NODES",
+    "RENAMED",
     "ConfigFileError",
     "bad_value",
     "guard_snakemake",
     "load",
     "load_mapping",
     "located",
+    "normalise",
     "validate",
 ]
 
 MAX_NODES = 100_000  # YAML nodes after expanding aliases: config.yaml has about a thousand
 MAX_BYTES = 2**20
-MAX_WHOLE = 2**53  # as every command's whole numbers
-SCHEMA = Path(__file__).absolute().parent.parent / "schemas" / "config.schema.yaml"
+
+SCHEMA = Path(__file__).absolute().parents[2] / "schemas" / "config.schema.yaml"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline, a tab, a NUL: in a name they reach file names and flags
+
+# Keys renamed, kept for one release: (where the key stood, "*" any name) -> its new spelling. A room is
+# gpu_tokens/cpu_tokens and a budget *_gib outside the lab contract (runs and sweeps keep the lab's gpu/cpu).
+RENAMED = {
+    ("plans", "*", "gpu_gb"): "gpu_gib",
+    ("plans", "*", "cpu_gb"): "cpu_gib",
+    ("ttft", "budgets", "cpu_gb"): "cpu_gib",
+    **{
+        (*section, "configs", "*", room): f"{room}_tokens"
+        for section in (("example_measurement",), ("real_measurement",), ("ttft", "setting"))
+        for room in ("gpu", "cpu")
+    },
+}
+SAID = set()  # (file, key) whose deprecation this process has said: once each
 
 
 class ConfigFileError(ValueError):
@@ -79,7 +99,7 @@ def dotted(path):
 
 def load(path):
     """``(config, composed root)`` from a config.yaml; ConfigFileError (one line) if it is not plain data."""
-    from kvlab.files import read_bytes
+    from kvlab.util.files import read_bytes
 
     try:
         data = read_bytes(str(path), MAX_BYTES)
@@ -110,7 +130,46 @@ def load(path):
         config = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError) as error:
         raise ConfigFileError(f"{path}: not valid YAML ({error})") from None
-    return config, root
+    return normalise(config, root, path), root
+
+
+def renamed_keys(config, pattern, at=()):
+    """``(key path, mapping)`` of each mapping of ``config`` at ``pattern`` (its keys, ``"*"`` any)."""
+    if not pattern:
+        yield at, config
+        return
+    if isinstance(config, dict):
+        names = [name for name in config if isinstance(name, str)] if pattern[0] == "*" else [pattern[0]]
+        for name in names:
+            if name in config:
+                yield from renamed_keys(config[name], pattern[1:], (*at, name))
+
+
+def normalise(config, root=None, path="config.yaml"):
+    """``config`` with every deprecated key (:data:`RENAMED`) renamed in place (in its place, so that a mapping
+    shared through a YAML alias stays one), each said once on stderr (``kvlab: FILE: KEY is deprecated; use NEW``);
+    ConfigFileError (one line) for a mapping that has both spellings of one key. Applied as a config is loaded,
+    before the schema sees it; a Snakemake that ``kvlab run`` started says nothing (the run said it)."""
+    where = located(root, path)
+    notices = []  # (line, key, new spelling), said in the file's order
+    for (*parent, old), new in RENAMED.items():
+        for at, mapping in list(renamed_keys(config, parent)):
+            if not isinstance(mapping, dict) or old not in mapping:
+                continue
+            if new in mapping:
+                raise ConfigFileError(
+                    f"{where((*at, old))}: {dotted(at)}: both {old} and {new}; {old} is the deprecated spelling of"
+                    f" {new}: keep one"
+                )
+            items = [(new if key == old else key, value) for key, value in mapping.items()]
+            mapping.clear()
+            mapping.update(items)
+            notices.append((line_of(root, (*at, old)) if isinstance(root, yaml.Node) else 0, dotted((*at, old)), new))
+    for _, key, new in sorted(notices):
+        if (str(path), key) not in SAID and not os.environ.get("KVLAB_CONFIG_CHECKED"):
+            SAID.add((str(path), key))
+            sys.stderr.write(f"kvlab: {path}: {key} is deprecated; use {new}\n")
+    return config
 
 
 def repeated_key(node, seen=None):

@@ -1,0 +1,47 @@
+"""The job runner: ``kvlab COMMAND`` run inside Snakemake's process (or, for a trace, a process of its own), its
+standard error to the job's log and its result written whole."""
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+
+class JobError(RuntimeError):
+    """A job's command failed; its log says why."""
+
+
+JOB_LOCK = threading.Lock()  # one job in this process at a time: commands write through sys.stdout and stderr
+
+
+def run_job(main, line, log, stdout=None):
+    """Run ``kvlab LINE`` (shell-quoted) as a Snakemake job through ``main`` (the command table's entry,
+    :func:`kvlab.cli.main`, which the Snakefile hands in): its standard error to ``log`` and, where the command
+    writes its result there, its standard output to ``stdout`` whole (a temporary file renamed at the end).
+
+    A job runs inside Snakemake's own process (the profile's ``force-use-threads``): what a command imports
+    (numpy, pandas, numba and its kernels, matplotlib) is imported once per run, not once per job, which was
+    most of a small job's cost. A job that reads a trace (``--trace``), whose work outweighs any start-up,
+    runs in a process of its own instead, so that large jobs run side by side on every core.
+    """
+    from kvlab.workflow.runs import job_process
+
+    argv = shlex.split(line)
+    temporary = Path(f"{stdout}.tmp") if stdout else None
+    with open(log, "w", encoding="utf-8") as errors:
+        with open(temporary, "w", encoding="utf-8") if temporary else contextlib.nullcontext(errors) as out:
+            if "--trace" in argv:
+                command = [sys.executable, "-m", "kvlab", *argv]
+                code = job_process(command, stdout=out, stderr=errors, stdin=subprocess.DEVNULL).returncode
+            else:
+                with JOB_LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(errors):
+                    code = main(argv)
+    if code:
+        if temporary:
+            temporary.unlink(missing_ok=True)
+        raise JobError(f"kvlab {argv[0]} failed (exit code {code}); see {log}")
+    if temporary:
+        os.replace(temporary, stdout)
