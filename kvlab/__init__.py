@@ -8,7 +8,7 @@ that parses arguments). The three lab scripts (``kvsim``, ``scenario``, ``summar
 standard library only, they also work when copied alone, and only their command wrappers import them.
 
 From Python: ``kvlab.plan(...)``, ``kvlab.replay(...)``, ``kvlab.curve(...)`` and ``kvlab.size(...)`` are the
-functions of ``kvlab/api.py`` (what ``kvlab plan``, ``replay``, ``mrc`` and ``size`` run; docs/python.md),
+functions of ``kvlab/api/`` (what ``kvlab plan``, ``replay``, ``mrc`` and ``size`` run; docs/python.md),
 imported when first used, so that ``import kvlab`` stays light.
 """
 

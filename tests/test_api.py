@@ -1,4 +1,4 @@
-"""kvlab from Python (kvlab/api.py, docs/python.md): every example of docs/python.md runs and prints what the page
+"""kvlab from Python (kvlab/api/, docs/python.md): every example of docs/python.md runs and prints what the page
 shows; each function's result is its command's output for the same settings, byte for byte (the commands call
 the functions: these tests hold the flags and the keywords together); a bad setting is refused in the command's
 words; ``import kvlab`` imports none of it until a function is called."""

@@ -213,7 +213,7 @@ def test_command_code_follows_the_imports():
     assert {"kvlab/loop.py", "kvlab/workloads/__init__.py", "kvlab/cache/prefix.py", "kvlab/cli/replay.py"} <= set(
         replay
     )
-    assert "kvlab/report/plots.py" not in replay and "kvlab/measure/client.py" not in replay
+    assert "kvlab/curves/mrc.py" not in replay and "kvlab/report/plots.py" not in replay
     scenario = stamps.command_code(f"kvlab.cli.{COMMANDS['scenario'][0]}")
     assert "kvlab/kvsim.py" in scenario and "kvlab/summarize.py" not in scenario
     modules = [f"kvlab.cli.{module}" for module, _ in COMMANDS.values()]

@@ -1,7 +1,7 @@
 """Flag groups that several commands share, each declared once: the workload's source and its settings, and
 the cache's rules and policies (a plan's setting is kvlab/cli/plan.py's)."""
 
-from kvlab import api
+from kvlab.api import common
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-compile_notice = api.compile_notice  # said on a terminal before numba compiles the curve kernels
+compile_notice = common.compile_notice  # said on a terminal before numba compiles the curve kernels
 
 
 hit_ratio = number_in(0, 1, "a ratio between 0 and 1")  # a token hit ratio
@@ -74,7 +74,7 @@ def workload_options(args):
 def make_workload(args, block_tokens=None):
     """The chosen source with its own settings; a setting of another source, or a bad one, is a usage error
     (kvlab.api.workload_of, one rule for the commands and the functions)."""
-    return api.workload_of(args.workload, workload_options(args), block_tokens)
+    return common.workload_of(args.workload, workload_options(args), block_tokens)
 
 
 def add_block_rule_arguments(group):

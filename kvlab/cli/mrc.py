@@ -1,7 +1,7 @@
 """``kvlab mrc``: the exact LRU curve of the GPU tier at every GPU room, or with ``--gpu-tokens`` the CPU
 tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
 
-from kvlab import api
+from kvlab.api import curves
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
 from kvlab.cli.flags import (
     add_block_rule_arguments,
@@ -37,8 +37,8 @@ def build_parser(prog):
 
 
 def execute(args, parser):
-    settings = {key: getattr(args, key) for key in (*api.CURVE_SETTINGS, "max_memory")}
-    result = api.curve(workload=args.workload, **workload_options(args), **settings, table=args.curve is not None)
+    settings = {key: getattr(args, key) for key in (*curves.CURVE_SETTINGS, "max_memory")}
+    result = curves.curve(workload=args.workload, **workload_options(args), **settings, table=args.curve is not None)
     return Outputs({args.curve: result.csv} if args.curve else {}, result.text)
 
 

@@ -1,7 +1,7 @@
 """``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
 recomputed per round, and the GiB (2**30 bytes) full reuse (or a target hit ratio) takes."""
 
-from kvlab import api
+from kvlab.api import plans
 from kvlab.cache.costs import WINDOW_RULES
 from kvlab.cli.base import Outputs, Parser, argument, deprecated, run, summary
 from kvlab.cli.flags import (
@@ -68,7 +68,7 @@ PLAN_FLAGS = ("model_config", "tp", "kv_dtype", "chunk_tokens", "gpu_tokens", "g
 def plan_setting(args):
     """``(workload, model shape, bytes per token, GPU tokens)`` from the parsed plan arguments (kvlab.api's)."""
     setting = {key: getattr(args, key) for key in PLAN_FLAGS}
-    return api.plan_setting(args.workload, workload_options(args), **setting)
+    return plans.plan_setting(args.workload, workload_options(args), **setting)
 
 
 def build_parser(prog):
@@ -99,8 +99,8 @@ def build_parser(prog):
 def execute(args, parser):
     from kvlab.sizing.plan import table
 
-    settings = {key: getattr(args, key) for key in (*PLAN_FLAGS, *api.PLAN_SETTINGS, "max_memory")}
-    result = api.plan(workload=args.workload, **workload_options(args), **settings)
+    settings = {key: getattr(args, key) for key in (*PLAN_FLAGS, *plans.PLAN_SETTINGS, "max_memory")}
+    result = plans.plan(workload=args.workload, **workload_options(args), **settings)
     return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
 
 

@@ -5,7 +5,7 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 import os
 import sys
 
-from kvlab import api
+from kvlab.api import replays
 from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cli.base import Outputs, Parser, run, summary
 from kvlab.cli.flags import add_cache_policy_arguments, add_memory_argument, add_workload_arguments, workload_options
@@ -62,13 +62,13 @@ def progress_bar(total, stream=None, delay=None):
     return tqdm(total=total or None, unit="req", file=stream, delay=delay, leave=False, dynamic_ncols=True)
 
 
-footprint = api.replay_footprint  # what a replay holds (kvlab/util/memory.py)
+footprint = replays.replay_footprint  # what a replay holds (kvlab/util/memory.py)
 
 
 def execute(args, parser):
-    settings = {key: getattr(args, key) for key in (*api.replay_settings(), "max_memory")}
+    settings = {key: getattr(args, key) for key in (*replays.replay_settings(), "max_memory")}
     keep = args.per_request is not None
-    result = api.replay(
+    result = replays.replay(
         workload=args.workload, **workload_options(args), **settings, per_request=keep, progress=progress_bar
     )
     return Outputs({args.per_request: result.per_request} if keep else {}, result.text)

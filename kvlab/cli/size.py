@@ -1,7 +1,7 @@
 """``kvlab size``: a model's KV cache as an engine allocates it, layer group by layer group: the bytes per token
 on one GPU, and the GiB a prompt of ``--tokens`` takes (or the tokens ``--gib`` holds); JSON, or a table."""
 
-from kvlab import api
+from kvlab.api import sizes
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import MAX_WHOLE, whole_number
@@ -31,7 +31,7 @@ def build_parser(prog):
     return parser
 
 
-fitting = api.fitting  # the most tokens one prompt may have within a budget of bytes
+fitting = sizes.fitting  # the most tokens one prompt may have within a budget of bytes
 
 
 def table(result):
@@ -52,7 +52,7 @@ def table(result):
 
 
 def execute(args, parser):
-    result = api.size(**{key: getattr(args, key) for key in ("model_config", "tp", "kv_dtype", "tokens", "gib")})
+    result = sizes.size(**{key: getattr(args, key) for key in ("model_config", "tp", "kv_dtype", "tokens", "gib")})
     return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
 
 

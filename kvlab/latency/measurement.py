@@ -11,12 +11,13 @@ import json
 import math
 import statistics
 
-from kvlab.util.files import MAX_LINE_BYTES, InputError, is_fifo, open_pipe
+from kvlab.util.files import MAX_LINE_BYTES, InputError, is_fifo, no_constant, open_pipe, unique_fields
 
 __all__ = ["CONFIGS", "FIELDS", "describe", "read_records", "read_samples", "summary"]
 
 CONFIGS = ("baseline", "lmcache")  # the configs summarized, and the ratio's numerator and denominator
 FIELDS = ("config", "pass", "doc", "doc_tokens", "ttft_ms", "total_ms")
+TWICE = "the field {!r} is given twice"  # as summarize.py says it
 
 
 def open_measurement(path):
@@ -57,7 +58,7 @@ def read_records(path):
 def parsed(line, where):
     """One line's JSON value: strict JSON (no NaN, no Infinity), each object's fields given once."""
     try:
-        return json.loads(line, parse_constant=not_a_number, object_pairs_hook=unique_fields)
+        return json.loads(line, parse_constant=no_constant, object_pairs_hook=lambda pairs: unique_fields(pairs, TWICE))
     except RecursionError:
         raise InputError(f"{where}: malformed JSON (nested too deeply)") from None
     except ValueError as error:  # JSONDecodeError, NaN/Infinity, a field twice, an integer too long to convert
@@ -79,21 +80,6 @@ def checked(record, where):
         raise InputError(f"{where}: ttft_ms must be a number, got {ttft!r}")
     if not finite_non_negative(ttft):
         raise InputError(f"{where}: ttft_ms must be a finite number >= 0, got {ttft!r}")
-    return record
-
-
-def not_a_number(name):
-    """json's hook for NaN and Infinity: strict JSON has neither."""
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def unique_fields(pairs):
-    """A JSON object's fields, each given once (json would keep the last of two silently)."""
-    record = dict(pairs)
-    if len(record) != len(pairs):
-        seen = set()
-        twice = next(name for name, _ in pairs if name in seen or seen.add(name))
-        raise ValueError(f"the field {twice!r} is given twice")
     return record
 
 

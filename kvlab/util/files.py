@@ -216,8 +216,20 @@ def read_bytes(path, limit=MAX_FILE_BYTES):
     return data
 
 
-def _no_constant(name):
+def no_constant(name):
+    """json's hook for NaN and Infinity: strict JSON has neither."""
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+def unique_fields(pairs, twice="field {!r} given twice"):
+    """A JSON object's fields as a dict (json's ``object_pairs_hook``); a field given twice is a ValueError saying
+    ``twice`` of it (which one counts is not obvious: json would keep the last silently)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen = set()
+        name = next(name for name, _ in pairs if name in seen or seen.add(name))
+        raise ValueError(twice.format(name))
+    return record
 
 
 def _finite_float(text):
@@ -236,7 +248,7 @@ def parse_json(data, where, pairs=None, constants=False):
     try:
         return json.loads(
             data.decode("utf-8"),
-            parse_constant=float if constants else _no_constant,
+            parse_constant=float if constants else no_constant,
             parse_float=float if constants else _finite_float,
             object_pairs_hook=pairs,
         )

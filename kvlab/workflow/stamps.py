@@ -86,8 +86,7 @@ def command_code(module, root="."):
         module = todo.pop()
         if module not in seen:
             seen.add(module)
-            if module != "kvlab":  # the package's own imports are the Python API's, made for kvlab.plan(...) only
-                todo += imported(module, root) - seen
+            todo += imported(module, root) - seen
             parent = module.rpartition(".")[0]  # importing a.b.c runs a/__init__ and a/b/__init__ first
             if parent:
                 todo.append(parent)

@@ -14,7 +14,7 @@ never the answer.
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kvlab.util.files import BATCH_BYTES, InputError, line_batches, lines, parse_json, shown
+from kvlab.util.files import BATCH_BYTES, InputError, line_batches, lines, parse_json, shown, unique_fields
 from kvlab.util.numbers import MAX_WHOLE
 
 __all__ = ["BAILIAN", "FORMATS", "MAX_WHOLE", "MOONCAKE", "Batch", "TraceError", "TraceFormat", "read"]
@@ -129,16 +129,6 @@ class TraceFormat:
                 f" blocks of {self.block_tokens} tokens"
             )
         return record["timestamp"], tokens, ids
-
-
-def unique_fields(pairs):
-    """A JSON object's fields as a dict; a field given twice is an error (which one counts is not obvious)."""
-    record = dict(pairs)
-    if len(record) != len(pairs):
-        seen = set()
-        twice = next(name for name, _ in pairs if name in seen or seen.add(name))
-        raise ValueError(f"field {twice!r} given twice")
-    return record
 
 
 MOONCAKE = TraceFormat("mooncake", "Mooncake", 512, (Field("output_length"),))

@@ -1,0 +1,236 @@
+"""What the four functions share: the results' base and the grid, the settings checked as the commands' flags
+check them (the same words on a bad one), the workload from a name or a mapping, and the memory meter."""
+
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import product
+
+from kvlab.util.errors import KvlabError, SettingError
+from kvlab.util.files import number_text, shown
+
+
+def _scalars(document):
+    """The figures of a JSON object that are single values: its ``cache``'s, then its own."""
+    found = {key: value for key, value in document.get("cache", {}).items() if not isinstance(value, dict | list)}
+    found.update({key: value for key, value in document.items() if not isinstance(value, dict | list)})
+    return found
+
+
+def _frame(rows, columns=None):
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=columns)
+
+
+class _Result:
+    """What every result shares: ``text``, the command's JSON, read back as data."""
+
+    def to_dict(self):
+        """The command's JSON as data."""
+        return json.loads(self.text)
+
+    def summary(self):
+        """The single figures (the cache's, then the result's own): a row of a grid's frame."""
+        return _scalars(self.to_dict())
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One result per point of a grid (a list given where a room or a budget goes), in order: ``axes`` name the
+    settings that vary, ``points`` their values at each result (the last axis varying fastest)."""
+
+    axes: tuple
+    points: tuple
+    results: tuple
+
+    def __len__(self):
+        return len(self.results)
+
+    def __iter__(self):
+        return iter(self.results)
+
+    def __getitem__(self, index):
+        return self.results[index]
+
+    def to_dict(self):
+        """A list: what the command prints at each point, in order."""
+        return [result.to_dict() for result in self.results]
+
+    def to_frame(self):
+        """One row per point: its settings, then the result's single figures (a plan's hit ratio, its budgets)."""
+        rows = []
+        for point, result in zip(self.points, self.results, strict=True):
+            given = dict(zip(self.axes, point, strict=True))
+            rows.append({**given, **{key: value for key, value in result.summary().items() if key not in given}})
+        return _frame(rows)
+
+
+# --- settings: each checked as the command's flag checks it, the same words on a bad one ------------------------
+
+
+def _flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def _text(value):
+    """What the flag would be given: a number (numpy's too) as its text, as the flags' converters read text."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, numbers.Real):
+        return repr(float(value))
+    return value
+
+
+class _Keyword(TypeError):
+    """A keyword the function does not take (Python's own words for it)."""
+
+
+def _setting(name, convert, value):
+    """``value`` through the converter of flag ``--name``; SettingError as argparse words it."""
+    if value is None:
+        return None
+    try:
+        return convert(_text(value))
+    except (ValueError, TypeError) as error:
+        raise SettingError(f"argument {_flag(name)}: {error}") from None
+
+
+def _choice(name, value, choices):
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in choices:
+        raise SettingError(
+            f"argument {_flag(name)}: invalid choice: {shown(value)} (choose from {', '.join(map(repr, choices))})"
+        )
+    return value
+
+
+def _switch(name, value):
+    if not isinstance(value, bool):
+        raise SettingError(f"argument {_flag(name)}: expected True or False, got {shown(value)}")
+    return value
+
+
+def _ratio(text):
+    value = float(text) if number_text(text) else math.nan
+    if not 0 <= value <= 1:
+        raise ValueError(f"expected a ratio between 0 and 1, got {shown(text)}")
+    return value
+
+
+def _exclusive(settings, first, second):
+    """Exactly one of two flags (a required, mutually exclusive pair)."""
+    if settings[first] is not None and settings[second] is not None:
+        raise SettingError(f"argument {_flag(second)}: not allowed with argument {_flag(first)}")
+    if settings[first] is None and settings[second] is None:
+        raise SettingError(f"one of the arguments {_flag(first)} {_flag(second)} is required")
+
+
+def workload_of(workload, options, block_tokens=None, function="kvlab"):
+    """The workload: a source's name and its options, or a mapping of both (``source`` and options); an option of
+    another source, or a bad one, is a SettingError in the command's words."""
+    from kvlab.workloads import WORKLOADS, WorkloadError
+
+    if isinstance(workload, Mapping):
+        spec = dict(workload)
+        source = spec.pop("source", None)
+        twice = sorted(set(spec) & set(options))
+        if twice:
+            raise _Keyword(f"{function}() got {twice[0]!r} in the workload and as a keyword")
+        options = {**spec, **options}
+    else:
+        source = workload
+    _choice("workload", source, sorted(WORKLOADS))
+    known = {option.name for other in WORKLOADS.values() for option in other.options}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise _Keyword(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+    chosen = WORKLOADS[source]
+    own = {option.name for option in chosen.options}
+    for other in WORKLOADS.values():
+        for option in other.options:
+            if option.name not in own and options.get(option.name) is not None:
+                raise SettingError(f"{option.flag} is a setting of --workload {other.name}, not {source}")
+    settings = {option.name: _text(options.get(option.name)) for option in chosen.options}
+    try:
+        return chosen(block_tokens, **settings)
+    except WorkloadError as error:
+        raise SettingError(str(error)) from None
+
+
+def _meter(max_memory, footprint):
+    from kvlab.util.memory import Meter, default_limit, memory_size
+
+    limit = _setting("max_memory", memory_size, max_memory)
+    return Meter(limit or default_limit(), footprint)
+
+
+def _grid(one, settings, axes):
+    """``one(settings)``, or a :class:`Grid` of it over every axis given a list (each point's value in its place; a
+    numpy array or a pandas Series is a list too)."""
+    for axis in axes:
+        if hasattr(settings[axis], "tolist") and not isinstance(settings[axis], numbers.Number):
+            settings[axis] = settings[axis].tolist()
+    varied = [axis for axis in axes if isinstance(settings[axis], list | tuple | range)]
+    if not varied:
+        return _guarded(one, settings)
+    for axis in varied:
+        if not len(settings[axis]):
+            raise SettingError(f"argument {_flag(axis)}: expected a value or a list of values, got an empty list")
+    points = tuple(product(*(settings[axis] for axis in varied)))
+    results = tuple(_guarded(one, {**settings, **dict(zip(varied, point, strict=True))}) for point in points)
+    return Grid(tuple(varied), points, results)
+
+
+def _guarded(one, settings):
+    """``one(settings)`` with every error of bad input a KvlabError in the command's words (a SettingError stays
+    one); memory running out and an interrupt are left as they are."""
+    from kvlab.util.memory import MemoryLimitError
+
+    try:
+        return one(**settings)
+    except _Keyword as error:
+        raise TypeError(str(error)) from None
+    except KvlabError:
+        raise
+    except MemoryLimitError as error:
+        raise KvlabError(str(error)) from error
+    except (ValueError, OSError, ArithmeticError, RecursionError, LookupError, TypeError) as error:
+        raise KvlabError(_described(error)) from error
+
+
+def _described(error):
+    """One line for an error of the domain or the system, as the commands say it (an input is read, never written)."""
+    if isinstance(error, OSError):
+        if not error.filename:
+            return f"cannot read or write: {error.strerror or error}"
+        return f"{error.filename}: cannot read: {error.strerror or error}"
+    if isinstance(error, RecursionError):
+        return "an input is nested too deeply"
+    if isinstance(error, LookupError | TypeError):
+        return f"an input has the wrong shape ({type(error).__name__}: {shown(error, 200)})"
+    return (str(error) or type(error).__name__).replace("\n", "\\n").replace("\r", "\\r")
+
+
+# --- plan -----------------------------------------------------------------------------------------------------
+
+
+def compile_notice():
+    """Said on a terminal before numba compiles the curve kernels, so that a first run's pause has a reason (never in
+    a log, a pipe or a notebook, where stderr is not a terminal)."""
+    import sys
+
+    if sys.stderr.isatty():
+        sys.stderr.write("kvlab: compiling the exact-curve kernels (numba; once per checkout, about 10 s) ...\n")
+        sys.stderr.flush()
+
+
+# --- replay ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""``kvlab.curve``: the exact LRU curve of a tier at every room, and its cliffs (what ``kvlab mrc`` prints)."""
+
+import json
+from dataclasses import dataclass, field, replace
+
+from kvlab.api.common import (
+    _choice,
+    _grid,
+    _meter,
+    _ratio,
+    _Result,
+    _setting,
+    _switch,
+    compile_notice,
+    workload_of,
+)
+from kvlab.util.errors import KvlabError
+from kvlab.util.files import dump_json
+
+
+@dataclass(frozen=True)
+class Curve(_Result):
+    """What ``kvlab mrc`` prints (the cliffs); ``csv`` its ``--curve`` table: the tier's hits at every room."""
+
+    tier: str
+    block_tokens: int
+    gpu_tokens: int | None
+    max_token_hit_ratio: float | None
+    tokens_for_full_reuse: int | None
+    tokens_for_target: int | None
+    text: str = field(repr=False)
+    csv: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, text, csv=None):
+        document = json.loads(text)
+        cache = document["cache"]
+        found = {key: document.get(key) for key in ("max_token_hit_ratio", "tokens_for_full_reuse")}
+        rooms = {"tier": cache["tier"], "block_tokens": cache["block_tokens"], "gpu_tokens": cache.get("gpu_tokens")}
+        return cls(**rooms, **found, tokens_for_target=document.get("tokens_for_target"), text=text, csv=csv)
+
+    def to_frame(self):
+        """The curve: one row per step of the room (``gpu_tokens`` or ``cpu_tokens``), the hit tokens per round and
+        in all, the token hit ratio (counting what the GPU served in front of a CPU tier)."""
+        import io
+
+        import pandas as pd
+
+        if self.csv is None:
+            raise KvlabError("the curve's table is kept with table=True")
+        return pd.read_csv(io.StringIO(self.csv))
+
+
+def curve(
+    *,
+    workload,
+    block_tokens=None,
+    gpu_tokens=None,
+    partial_blocks="drop",
+    eviction_order="tail-first",
+    target_hit_ratio=None,
+    table=True,
+    max_memory=None,
+    **options,
+):
+    """The exact LRU curve of the GPU tier at every room (``kvlab mrc``'s flags), or with ``gpu_tokens`` the CPU
+    tier's (write-through) at that GPU room; ``table=False`` keeps the cliffs only (no pandas, less memory). A
+    :class:`Curve`, or a :class:`Grid` of them where ``block_tokens`` or ``gpu_tokens`` is a list."""
+    settings = dict(locals())
+    settings.update(settings.pop("options"))
+    return _grid(_curve, settings, ("block_tokens", "gpu_tokens"))
+
+
+CURVE_SETTINGS = ("block_tokens", "gpu_tokens", "partial_blocks", "eviction_order", "target_hit_ratio")
+
+
+def _curve(*, workload, table, max_memory, **settings):
+    from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+    from kvlab.curves.mrc import FOOTPRINT, cliffs, curve_csv, tier_curve
+    from kvlab.util.memory import PANDAS_BYTES
+    from kvlab.workloads import whole_number
+
+    options = {key: settings.pop(key) for key in list(settings) if key not in CURVE_SETTINGS}
+    block = _setting("block_tokens", whole_number(1), settings["block_tokens"])
+    partial = _choice("partial_blocks", settings["partial_blocks"], PARTIAL_BLOCKS)
+    order = _choice("eviction_order", settings["eviction_order"], EVICTION_ORDERS)
+    gpu_tokens = _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"])
+    target = _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"])
+    _switch("table", table)
+    made = workload_of(workload, options, block, "curve")
+    tier = "gpu" if gpu_tokens is None else "cpu"
+    meter = _meter(max_memory, replace(FOOTPRINT, fixed=FOOTPRINT.fixed + PANDAS_BYTES) if table else FOOTPRINT)
+    found = tier_curve(made, partial, order, gpu_tokens, compile_notice, meter)
+    cache = {
+        "tier": tier,
+        "block_tokens": made.block_tokens,
+        "partial_blocks": partial,
+        "eviction_order": order,
+        "eviction": "lru",
+    }
+    if tier == "cpu":
+        cache.update(write_policy="write-through", gpu_tokens=gpu_tokens)
+    result = {"workload": made.describe(), "cache": cache, **cliffs(found, target)}
+    return Curve.of(dump_json(result), curve_csv(found, tier) if table else None)
+
+
+# --- size -----------------------------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+"""``kvlab.replay``: a workload through a GPU + CPU prefix cache of KV blocks (what ``kvlab replay`` prints)."""
+
+import json
+from dataclasses import dataclass, field
+
+from kvlab.api.common import (
+    _choice,
+    _flag,
+    _frame,
+    _grid,
+    _meter,
+    _Result,
+    _setting,
+    _switch,
+    workload_of,
+)
+from kvlab.util.errors import KvlabError, SettingError
+from kvlab.util.files import dump_json
+
+
+@dataclass(frozen=True)
+class Replay(_Result):
+    """What ``kvlab replay`` prints; ``per_request`` is its ``--per-request`` CSV (with ``per_request=True``)."""
+
+    gpu_tokens: int
+    cpu_tokens: int
+    block_tokens: int
+    input_tokens: int
+    gpu_hit_tokens: int
+    cpu_hit_tokens: int
+    computed_tokens: int
+    token_hit_ratio: float | None
+    block_hit_ratio: float | None
+    text: str = field(repr=False)
+    per_request: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, text, per_request=None):
+        document = json.loads(text)
+        rooms = {key: document["cache"][key] for key in ("gpu_tokens", "cpu_tokens", "block_tokens")}
+        names = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+        figures = {key: document[key] for key in (*names, "token_hit_ratio", "block_hit_ratio")}
+        return cls(**rooms, **figures, text=text, per_request=per_request)
+
+    def to_frame(self):
+        """One row per round, ``all`` first: every figure the replay reports."""
+        document = self.to_dict()
+        rows = [{"round": "all", **{key: value for key, value in document.items() if key in document["rounds"][0]}}]
+        return _frame([*rows, *document["rounds"]]) if document["rounds"] else _frame(rows)
+
+    def requests(self):
+        """One row per request (the ``--per-request`` table); only with ``per_request=True``."""
+        import io
+
+        import pandas as pd
+
+        if self.per_request is None:
+            raise KvlabError("the per-request table is kept with per_request=True")
+        return pd.read_csv(io.StringIO(self.per_request))
+
+
+def replay(
+    *,
+    workload,
+    gpu_tokens,
+    cpu_tokens=0,
+    block_tokens=None,
+    partial_blocks="drop",
+    eviction_order="tail-first",
+    write_policy="write-through",
+    gpu_eviction="lru",
+    cpu_eviction="lru",
+    touch_cpu_on_gpu_hit=False,
+    re_store_on_gpu_hit=False,
+    server=None,
+    state_extra_tokens=0,
+    bos=False,
+    per_request=False,
+    max_memory=None,
+    progress=None,
+    **options,
+):
+    """``workload`` through a GPU + CPU prefix cache of KV blocks (``kvlab replay``'s flags; ``per_request=True``
+    keeps the per-request table, ``progress`` is a function of the number of requests returning a progress bar,
+    such as ``lambda total: tqdm(total=total)``, or None). A :class:`Replay`, or a :class:`Grid` of them where
+    ``gpu_tokens``, ``cpu_tokens`` or ``block_tokens`` is a list."""
+    settings = dict(locals())
+    settings.update(settings.pop("options"))
+    return _grid(_replay, settings, ("gpu_tokens", "cpu_tokens", "block_tokens"))
+
+
+SERVER_SETTINGS = ("server", "state_extra_tokens", "bos")  # a modelled server's, besides the cache's
+
+
+def replay_settings():
+    """Every setting of a replay that is not the workload's: the cache's (:class:`kvlab.cache.interface.CacheSettings`'
+    fields), then a modelled server's."""
+    from dataclasses import fields
+
+    from kvlab.cache.interface import CacheSettings
+
+    return (*(setting.name for setting in fields(CacheSettings)), *SERVER_SETTINGS)
+
+
+def replay_footprint(cache, per_request):
+    """What a replay holds (kvlab/util/memory.py): the tiers' state and the table of dense ids per distinct block,
+    what reading holds at once; the table's row per request, if kept (its columns, pandas' frame and its copy, the
+    CSV text)."""
+    from kvlab.cache.compiled import FOOTPRINT, READING_BYTES
+    from kvlab.cache.interface import BatchEngine
+    from kvlab.util.memory import PANDAS_BYTES, Footprint
+
+    row, table = (408, PANDAS_BYTES) if per_request else (0, 0)
+    if isinstance(cache, BatchEngine):
+        return Footprint(request=row, key=FOOTPRINT.key, fixed=FOOTPRINT.fixed + table)
+    fixed = FOOTPRINT.fixed if cache.offline else READING_BYTES  # opt loads the whole workload as the compiled do
+    return Footprint(access=120 if cache.offline else 0, request=row, key=250, fixed=fixed + table)  # Python objects
+
+
+def _replay(*, workload, per_request, max_memory, progress, **settings):
+    from kvlab.cache.eviction import EVICTION_POLICIES
+    from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
+    from kvlab.cache.llama_cpp import SERVERS, LlamaCppServer
+    from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+    from kvlab.cache.write_policies import WRITE_POLICIES
+    from kvlab.loop import per_request_csv, report
+    from kvlab.loop import replay as replayed
+    from kvlab.workloads import whole_number
+
+    options = {key: settings.pop(key) for key in list(settings) if key not in replay_settings()}
+    checked = {
+        "gpu_tokens": _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"]),
+        "cpu_tokens": _setting("cpu_tokens", whole_number(0), settings["cpu_tokens"]),
+        "block_tokens": _setting("block_tokens", whole_number(1), settings["block_tokens"]),
+        "partial_blocks": _choice("partial_blocks", settings["partial_blocks"], PARTIAL_BLOCKS),
+        "eviction_order": _choice("eviction_order", settings["eviction_order"], EVICTION_ORDERS),
+        "write_policy": _choice("write_policy", settings["write_policy"], tuple(WRITE_POLICIES)),
+        "gpu_eviction": _choice("gpu_eviction", settings["gpu_eviction"], tuple(EVICTION_POLICIES)),
+        "cpu_eviction": _choice("cpu_eviction", settings["cpu_eviction"], tuple(EVICTION_POLICIES)),
+        "touch_cpu_on_gpu_hit": _switch("touch_cpu_on_gpu_hit", settings["touch_cpu_on_gpu_hit"]),
+        "re_store_on_gpu_hit": _switch("re_store_on_gpu_hit", settings["re_store_on_gpu_hit"]),
+        "server": _choice("server", settings["server"], SERVERS),
+        "state_extra_tokens": _setting("state_extra_tokens", whole_number(0), settings["state_extra_tokens"]),
+        "bos": _switch("bos", settings["bos"]),
+    }
+    if checked["gpu_tokens"] is None:
+        raise SettingError("the following arguments are required: --gpu-tokens")
+    if checked["cpu_tokens"] is None:
+        checked["cpu_tokens"] = 0
+    server, extra, bos = checked["server"], checked["state_extra_tokens"] or 0, checked["bos"]
+    if not server and (extra or bos):
+        raise SettingError("--state-extra-tokens and --bos apply to --server only")
+    made = workload_of(workload, options, checked["block_tokens"], "replay")
+    rooms = {
+        "gpu_tokens": checked["gpu_tokens"],
+        "cpu_tokens": checked["cpu_tokens"],
+        "block_tokens": made.block_tokens,
+    }
+    if server:
+        defaults = CacheSettings(gpu_tokens=0, block_tokens=1).policies()
+        for key in CACHE_SETTINGS:
+            if checked[key] != defaults[key]:
+                raise SettingError(f"{_flag(key)} does not apply to --server {server}")
+        cache = LlamaCppServer(*rooms.values(), extra, bos)
+        described = {**rooms, "server": server, "state_extra_tokens": extra, "bos": bos}
+    else:
+        try:
+            chosen = CacheSettings(**rooms, **{key: checked[key] for key in CACHE_SETTINGS})
+        except ValueError as error:
+            raise SettingError(str(error)) from None
+        cache, described = chosen.build(made), chosen.describe()
+    rows = [] if per_request else None
+    meter = _meter(max_memory, replay_footprint(cache, rows is not None))
+    bar = progress(len(made)) if progress else None
+    try:
+        totals = replayed(made, cache, rows, bar.update if bar else None, meter)
+    finally:
+        if bar:
+            bar.close()
+    table = per_request_csv(made, rows) if rows is not None else None
+    return Replay.of(dump_json(report(made, described, totals)), table)
+
+
+# --- curve ----------------------------------------------------------------------------------------------------
