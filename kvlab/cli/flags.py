@@ -1,5 +1,8 @@
 """Flag groups that several commands share, each declared once: the workload's source and its settings, and
-the cache's rules and policies (a plan's setting is kvlab/cli/plan.py's)."""
+the cache's rules and policies, whose names and defaults are :class:`kvlab.cache.interface.CacheSettings`' fields (a
+plan's setting is kvlab/cli/plan.py's)."""
+
+from dataclasses import fields
 
 from kvlab.api import common
 from kvlab.cache.eviction import EVICTION_POLICIES
@@ -24,6 +27,8 @@ __all__ = [
     "make_workload",
 ]
 
+
+DEFAULT = {setting.name: setting.default for setting in fields(CacheSettings)}  # the flags' defaults: the settings'
 
 compile_notice = common.compile_notice  # said on a terminal before numba compiles the curve kernels
 
@@ -82,19 +87,20 @@ def add_block_rule_arguments(group):
     group.add_argument(
         "--partial-blocks",
         choices=PARTIAL_BLOCKS,
-        default="drop",
-        help="store a request's last partial block or not (default drop: only full blocks are cached)",
+        default=DEFAULT["partial_blocks"],
+        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
     )
     group.add_argument(
         "--eviction-order",
         choices=EVICTION_ORDERS,
-        default="tail-first",
-        help="within a request, evict the tail before the head (default, as vLLM and LMCache) or the head first",
+        default=DEFAULT["eviction_order"],
+        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
+        " head first",
     )
 
 
-def add_write_policy_argument(group, help_text="how the CPU tier is filled (default write-through, the lab's rule)"):
-    group.add_argument("--write-policy", choices=WRITE_POLICIES, default="write-through", help=help_text)
+def add_write_policy_argument(group, help_text="how the CPU tier is filled (default %(default)s, the lab's rule)"):
+    group.add_argument("--write-policy", choices=WRITE_POLICIES, default=DEFAULT["write_policy"], help=help_text)
 
 
 def add_cache_policy_arguments(group):
@@ -105,8 +111,8 @@ def add_cache_policy_arguments(group):
         group.add_argument(
             f"--{tier}-eviction",
             choices=EVICTION_POLICIES,
-            default="lru",
-            help=f"eviction policy of the {tier.upper()} tier (default lru; opt: Belady's offline optimum)",
+            default=DEFAULT[f"{tier}_eviction"],
+            help=f"eviction policy of the {tier.upper()} tier (default %(default)s; opt: Belady's offline optimum)",
         )
     add_lmcache_switches(group)
 

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import sys
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -127,7 +128,7 @@ def load(path):
         line = line_of(root, ("__use_yte__",))
         raise ConfigFileError(f"{path}:{line}: __use_yte__: YTE templating runs code; kvlab's config is plain data")
     try:
-        config = yaml.safe_load(text)
+        config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # parsed once already: libyaml
     except (yaml.YAMLError, RecursionError) as error:
         raise ConfigFileError(f"{path}: not valid YAML ({error})") from None
     return normalise(config, root, path), root
@@ -221,7 +222,9 @@ def _whole(checker, instance):
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+@cache
 def validator(schema):
+    """The schema's validator, read once per process (parsing the schema is most of a validation's time)."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
