@@ -72,14 +72,14 @@ def check_jobs(config):
     import shlex
 
     from kvlab.workflow.checks import ConfigError
-    from kvlab.workflow.commands import job_lines
+    from kvlab.workflow.commands import TWO_WORDS, job_lines
 
     parsers = {}
     for key, line in job_lines(config):
         argv = shlex.split(line)
         problem = refusal(parsers, argv)
         if problem is not None:
-            shown = " ".join(argv[:2] if argv[0] in ("policies", "ttft", "plots") else argv[:1])
+            shown = " ".join(argv[:2] if argv[0] in TWO_WORDS else argv[:1])
             raise ConfigError(f"config: {'.'.join(map(str, key))}: kvlab {shown} refuses it: {problem}", key)
 
 

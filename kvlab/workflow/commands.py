@@ -171,8 +171,8 @@ def ttft_sweep_flags(config, sweep):
     """``kvlab ttft sweep``'s values for one lab sweep: its documents, passes, fixed room and grid."""
     spec = config["sweeps"][sweep]
     lab = {**config["scenario"], **spec["fixed"]}
-    rooms = {"gpu_tokens": lab.get("gpu"), "cpu_tokens": lab.get("cpu"), "write_policy": lab.get("write_policy")}
-    fixed = [f"--{key.replace('_', '-')} {value}" for key, value in rooms.items() if value is not None]
+    kept = [key for key in ("gpu", "cpu", "write_policy") if key in lab]  # as kvlab's commands spell them
+    fixed = [f"--{LAB_ROOMS.get(key, key).replace('_', '-')} {lab[key]}" for key in kept]
     return {
         "setting": " ".join([f"--docs {lab['docs']}", f"--tokens {lab['tokens']}", *fixed]),
         "passes": listed(spec["passes"]),
