@@ -138,6 +138,10 @@ CROSS_FIELD = {
         setter(["policies", "cpu_cliff", "sweep"], "cliff"),
         "policies.cpu_cliff.sweep must name a sweep that varies cpu, got 'cliff'",
     ),
+    "policy table of a trace at another block": (
+        setter(["policies", "tables", "workloads"], ["lab", "conversation"]),
+        "policies.tables.rooms.block_tokens: a Mooncake trace's blocks must be multiples of 512, got",
+    ),
     "mooncake block not a multiple of 512": (
         setter(["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl"}),
         "replay.workloads.trace: a Mooncake trace's blocks must be multiples of 512, got 16",

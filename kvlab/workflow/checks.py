@@ -142,7 +142,8 @@ def check_policies(config):
     if "gpu" not in {**config["scenario"], **config["sweeps"][sweep]["fixed"]}:
         raise ConfigError(f"config: sweeps.{sweep}.fixed must fix gpu for policies.cpu_cliff")
     for workload in policies["tables"]["workloads"]:
-        check_replay_workload(config, "policies.tables.workloads", workload)
+        spec = check_replay_workload(config, "policies.tables.workloads", workload)
+        check_trace_blocks("policies.tables.rooms.block_tokens", spec, policies["tables"]["rooms"]["block_tokens"])
         equal_sized = [name for name in policies["evictions"] if name in EQUAL_SIZED]
         if equal_sized and replay_cache(config, workload)["partial_blocks"] != "drop":
             raise ConfigError(
