@@ -75,7 +75,7 @@ def candidates(items, pool):
 def extensions(config):
     """The extended config, and the dotted paths of the maps and lists extended and of those left as they are."""
     extended = copy(config)
-    maps = {}
+    maps, homes = {}, {}
     for path, node in list(walk(config)):
         if isinstance(node, dict) and node:
             name = "x_" + "_".join(map(str, path))  # a new entry: a copy of the first, under a name of its own
@@ -84,6 +84,7 @@ def extensions(config):
             if valid(trial):
                 at(extended, path)[name] = copy(next(iter(node.values())))
                 maps[".".join(map(str, path))] = name
+                homes[name] = path
     pool = ["rev", "fwd", *WRITE_POLICIES, *EVICTION_POLICIES, *maps.values()]
     lists, exempt = [], []
     for path, node in list(walk(extended)):
@@ -98,8 +99,25 @@ def extensions(config):
                 lists.append(name)
                 break
         else:
-            exempt.append(name)
+            (lists if named_anew(extended, path, maps, homes) else exempt).append(name)
     return extended, maps, lists, exempt
+
+
+def named_anew(extended, path, maps, homes):
+    """Extend the list at ``path`` with the name of a new map entry made for it (a copy of each entry in turn),
+    when no name the map already has fits (a file re-dumped with sorted keys puts a trace workload first, and a
+    copy of it may not fit a list of lab-sized blocks): whether one fits."""
+    for first, home in homes.items():
+        for index, template in enumerate(list(at(extended, home).values())):
+            name = f"{first}_{index}"
+            trial = copy(extended)
+            at(trial, home)[name] = copy(template)
+            at(trial, path).append(name)
+            if valid(trial):
+                at(extended, home)[name] = copy(template)
+                at(extended, path).append(name)
+                return True
+    return False
 
 
 def write_config(folder, config):
