@@ -7,8 +7,9 @@ API), ``workflow`` (what the Snakefile needs; never imports ``cli``), and ``cli`
 that parses arguments). The three lab scripts (``kvsim``, ``scenario``, ``summarize``) stand beside them:
 standard library only, they also work when copied alone, and only their command wrappers import them.
 
-From Python: ``kvlab.plan(...)``, ``kvlab.replay(...)``, ``kvlab.curve(...)`` and ``kvlab.size(...)`` are the
-functions of ``kvlab/api/`` (what ``kvlab plan``, ``replay``, ``mrc`` and ``size`` run; docs/python.md),
+From Python: ``kvlab.plan(...)``, ``kvlab.replay(...)``, ``kvlab.curve(...)``, ``kvlab.size(...)`` and
+``kvlab.ttft_predict(...)`` (``ttft_breakeven``, ``ttft_systems``) are the functions of ``kvlab/api/`` (what
+``kvlab plan``, ``replay``, ``mrc``, ``size`` and ``ttft predict`` run; docs/python.md),
 imported when first used, so that ``import kvlab`` stays light.
 """
 
@@ -38,12 +39,12 @@ def _numba_cache_folder():
 _numba_cache_folder()
 
 
-FUNCTIONS = ("plan", "replay", "curve", "size")  # kvlab.api's, as kvlab.plan(...) and so on
+FUNCTIONS = ("plan", "replay", "curve", "size", "ttft_predict", "ttft_breakeven", "ttft_systems")  # kvlab.api's
 
 
 def __getattr__(name):
-    """``kvlab.plan``, ``kvlab.replay``, ``kvlab.curve``, ``kvlab.size``: kvlab.api's functions, imported on first
-    use (the request loop they run is the module :mod:`kvlab.loop`)."""
+    """``kvlab.plan``, ``kvlab.replay``, ``kvlab.curve``, ``kvlab.size``, ``kvlab.ttft_*``: kvlab.api's functions,
+    imported on first use (the request loop they run is the module :mod:`kvlab.loop`)."""
     if name in FUNCTIONS:
         from kvlab import api
 

@@ -117,5 +117,19 @@ def ttft_budgets_inputs(wildcards):
     return with_trace(inputs, commands.plan_workload(config, wildcards.plan))
 
 
+def hardware_inputs(part, workload=None):
+    """The inputs of a job priced from the hardware (``ttft.hardware.<part>``): its code, its model's config.json,
+    the system's file if the config names one, and the trace of ``workload`` if it reads one."""
+    inputs = {"code": code("ttft"), "model_config": commands.hardware_model(config, part)}
+    system = paths.hardware_system(config)
+    if system is not None:
+        inputs["system"] = system
+    return with_trace(inputs, workload) if workload else inputs
+
+
+def hardware_budgets_inputs(wildcards):
+    return hardware_inputs("budgets", wildcards.workload)
+
+
 def plot_artifacts(wildcards):
     return PLOT_INPUTS[wildcards.plot]

@@ -66,6 +66,7 @@ if "real_measurement" in config:
             stamp=line_stamp("real_ttft_fit"),
             code=code("ttft"),
             measurement=config["real_measurement"]["source"],
+            model_config=config["real_measurement"]["model_config"],
         output:
             model=artifact(paths.REAL_MODEL),
             table=artifact(
@@ -77,9 +78,11 @@ if "real_measurement" in config:
             "logs/real/fit.log",
         params:
             setting=commands.real_fit_args(config),
+            fitted_in=commands.real_fit_record(config),
         run:
             kvlab(
                 "ttft fit --measurement {input.measurement:q} {params.setting}"
+                " --model-config {input.model_config:q} {params.fitted_in}"
                 " --model {output.model:q} --table {output.table:q}",
                 log,
             )

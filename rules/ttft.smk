@@ -1,5 +1,6 @@
 # From hits to time (kvlab/latency/ttft.py): the TTFT model fitted to the measurement, predicted vs
-# measured, and its predictions across lab sweeps and a plan's CPU budgets.
+# measured, and its predictions across lab sweeps and a plan's CPU budgets; and TTFT priced from the
+# hardware (kvlab/latency/hardware.py), no fit: the lab's passes and a workload's CPU budgets.
 
 
 rule ttft_fit:
@@ -7,6 +8,7 @@ rule ttft_fit:
         stamp=line_stamp("ttft_fit"),
         code=code("ttft"),
         measurement=paths.MEASUREMENT,
+        model_config=config["measurement"]["model_config"],
     output:
         model=artifact(paths.TTFT_MODEL),
         table=artifact(
@@ -18,9 +20,11 @@ rule ttft_fit:
         "logs/ttft/fit.log",
     params:
         setting=commands.setting_args(config["ttft"]["setting"]),
+        fitted_in=commands.example_fit_record(config),
     run:
         kvlab(
             "ttft fit --measurement {input.measurement:q} {params.setting}"
+            " --model-config {input.model_config:q} {params.fitted_in}"
             " --model {output.model:q} --table {output.table:q}",
             log,
         )
@@ -68,5 +72,67 @@ if "budgets" in config["ttft"]:
             kvlab(
                 "ttft budgets --model {input.model:q} {params.workload} {params.rules}"
                 " --model-config {input.model_config:q} {params.plan} --cpu-gib-grid {params.budgets} --out {output:q}",
+                log,
+            )
+
+
+# Priced from the hardware (config.yaml's ttft.hardware): the lab's passes per measured config, beside the
+# handout's per-tier latencies (written from the config), and a replay workload's CPU budgets.
+HARDWARE = config["ttft"].get("hardware", {})
+
+if "lab" in HARDWARE:
+
+    rule ttft_hardware_handout:
+        input:
+            stamp=stamp("ttft_hardware_handout", commands.handout_latencies(config)),
+        output:
+            artifact(paths.TTFT_HANDOUT),
+        log:
+            "logs/ttft/hardware/handout.log",
+        run:
+            jobs.write_document(output[0], commands.handout_latencies(config), log[0])
+
+    rule ttft_hardware_lab:
+        input:
+            **hardware_inputs("lab"),
+            stamp=line_stamp("ttft_hardware_lab"),
+        output:
+            priced=artifact(paths.hardware_lab_path("{lab_config}")),
+            requests=artifact(paths.hardware_lab_path("{lab_config}", "csv")),
+        log:
+            "logs/ttft/hardware/lab-{lab_config}.log",
+        wildcard_constraints:
+            lab_config=paths.name_pattern(HARDWARE["lab"]["configs"]),
+        params:
+            lab=of(commands.hardware_lab_flags, "lab_config"),
+            hardware=commands.hardware_flags(config),
+        run:
+            kvlab(
+                "ttft predict {params.lab[workload]} {params.lab[rooms]} --model-config {input.model_config:q}"
+                " {params.hardware} --per-request {output.requests:q}",
+                log,
+                stdout=output.priced,
+            )
+
+
+if "budgets" in HARDWARE:
+
+    rule ttft_hardware_budgets:
+        input:
+            unpack(hardware_budgets_inputs),
+            stamp=line_stamp("ttft_hardware_budgets"),
+        output:
+            artifact(paths.hardware_budgets_path("{workload}")),
+        log:
+            "logs/ttft/hardware/budgets-{workload}.log",
+        wildcard_constraints:
+            workload=paths.name_pattern([HARDWARE["budgets"]["workload"]]),
+        params:
+            **commands.hardware_budgets_flags(config),
+            hardware=commands.hardware_flags(config),
+        run:
+            kvlab(
+                "ttft budgets {params.workload} {params.rules} --model-config {input.model_config:q} {params.plan}"
+                " {params.hardware} --cpu-gib-grid {params.budgets} --out {output:q}",
                 log,
             )

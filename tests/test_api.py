@@ -24,6 +24,7 @@ QWEN = "models/Qwen2.5-1.5B-Instruct/config.json"
 GEMMA = "models/gemma-3-27b-it/config.json"
 DOCS = ROOT / "docs" / "python.md"
 FUNCTIONS = {"plan": "plan", "replay": "replay", "curve": "mrc", "size": "size"}  # function: its command
+TTFT_FUNCTIONS = {"ttft_predict": "predict", "ttft_breakeven": "breakeven", "ttft_systems": "systems"}  # kvlab ttft's
 SOME = settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -63,8 +64,38 @@ def test_every_python_block_of_the_page_runs_and_prints_what_the_page_shows(tmp_
 
 def test_the_page_states_each_signature_as_it_is():
     words = " ".join(DOCS.read_text(encoding="utf-8").split())
-    for name in FUNCTIONS:
+    for name in [*FUNCTIONS, *TTFT_FUNCTIONS]:
         assert f"kvlab.{name}{inspect.signature(getattr(api, name))}" in words, name
+        assert f"| `{name}` |" in words, name  # and its row of the table
+    assert set(package.FUNCTIONS) == {*FUNCTIONS, *TTFT_FUNCTIONS}  # every function kvlab names
+
+
+def test_the_ttft_functions_print_what_their_commands_print():
+    """kvlab ttft predict, breakeven and systems call these functions: the same text, byte for byte."""
+    hardware = {"model_config": QWEN, "gpu_system": "h100_sxm"}
+    lab = {"workload": "lab", "docs": 3, "gpu_tokens": 5011, "cpu_tokens": 5011, "block_tokens": 5011}
+    calls = {
+        "ttft_predict": {**lab, **hardware, "engine": "lmcache"},
+        "ttft_breakeven": {"prefix_tokens": 5011, **hardware, "link_gbps": 25.5},
+        "ttft_systems": {},
+    }
+    assert set(calls) == set(TTFT_FUNCTIONS)
+    for name, keywords in calls.items():
+        result = getattr(api, name)(**keywords)
+        text = result if isinstance(result, str) else result.text
+        done = kvlab("ttft", TTFT_FUNCTIONS[name], *flags(**keywords), cwd=ROOT)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert done.stdout == text, name
+    predicted = api.ttft_predict(**calls["ttft_predict"], per_request=True)
+    document = predicted.to_dict()
+    figures = document["ttft"]
+    assert (predicted.latency_source, predicted.p50_ms, predicted.p99_ms, predicted.mean_ms) == (
+        document["latency_source"],
+        figures["p50_ms"],
+        figures["p99_ms"],
+        figures["mean_ms"],
+    )
+    assert len(predicted.requests()) == document["requests"]
 
 
 def test_import_kvlab_stays_light_and_names_the_functions():

@@ -34,6 +34,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import ROOT, SCHEMA, deleter, kvlab, load_config, setter  # noqa: E402
 
+from kvlab.latency.ttft import model_identity  # noqa: E402
 from kvlab.workflow import paths  # noqa: E402
 
 R = str(ROOT)
@@ -550,7 +551,11 @@ for id, text, message in [
     ("dtype-list", model_config(torch_dtype=["bfloat16"]), "m.json: torch_dtype"),
     ("hidden-not-multiple", model_config(hidden_size=1537), "m.json: hidden_size 1537 is not a multiple"),
     ("mla-without-rope", model_config(kv_lora_rank=512), "m.json: missing qk_rope_head_dim"),
-    ("window-missing", model_config(layer_types=["sliding_attention"] * 28), "m.json: missing sliding_window"),
+    (  # the published Qwen2.5 config names a sliding_window (unused: use_sliding_window false): drop it
+        "window-missing",
+        model_config(layer_types=["sliding_attention"] * 28, sliding_window=None),
+        "m.json: missing sliding_window",
+    ),
     ("state-fields", model_config(hybrid_override_pattern="M*" * 14), "m.json: missing mamba_num_heads"),
 ]:
     add("plan", f"model-config-{id}", PLAN, 1, message, {"m.json": text})
@@ -745,9 +750,9 @@ add_many(
     {"t.jsonl": GOOD_TRACE, "out.csv": OLD},
 )
 
-# --- kvlab ttft / fit / sweep / budgets -----------------------------------------------------------------------
+# --- kvlab ttft / predict / breakeven / systems / fit / sweep / budgets ------------------------------------------
 add("ttft", "no-subcommand", [], 2, "the following arguments are required: command")
-add("ttft", "unknown-subcommand", ["predict"], 2, "argument command: invalid choice")
+add("ttft", "unknown-subcommand", ["estimate"], 2, "argument command: invalid choice")
 add("ttft", "flag-without-subcommand", ["--hlep"], 2, "the following arguments are required: command")
 FIT = ["--measurement", "m.jsonl", "--docs", "2", "--tokens", "10", "--config", "baseline:10,0"]
 FIT += [
@@ -903,7 +908,20 @@ for id, text, message in [
 
 BUDGETS = ["--model", "model.json", "--workload", "lab", "--docs", "2", "--tokens", "10", "--model-config", "cfg.json"]
 BUDGETS += ["--gpu-tokens", "10", "--cpu-gib-grid", "0,1", "--out", "out.csv"]
-BUDGETS_FILES = {"model.json": TTFT_MODEL, "cfg.json": MODEL_CONFIG, "out.csv": OLD}
+QWEN = ROOT / "models" / "Qwen2.5-1.5B-Instruct" / "config.json"  # MODEL_CONFIG's file
+TINY = ROOT / "models" / "tiny-llama-cpp" / "config.json"
+
+
+def fitted_model(model_config=QWEN, synthetic=False, tokens=(10, 10), **changes):
+    """The committed model's tiers, as fitted to ``model_config`` (None: no --model-config) on prompts of ``tokens``
+    (BUDGETS' are 10): budgets price a fitted model's own setting only."""
+    document = {key: value for key, value in json.loads(TTFT_MODEL).items() if key != "fitted_in"}
+    model = None if model_config is None else model_identity(model_config)
+    fitted = {"model": model, "measured_on": None, "synthetic": synthetic, "tokens": list(tokens)}
+    return json.dumps({**document, "fitted_in": fitted, **changes})
+
+
+BUDGETS_FILES = {"model.json": fitted_model(), "cfg.json": MODEL_CONFIG, "out.csv": OLD}
 add_many(
     "ttft budgets",
     BUDGETS,
@@ -954,9 +972,146 @@ add_many(
         ("model-object-empty", {}, 1, "model.json: not a model written by `kvlab ttft fit`", {"model.json": "{}"}),
         ("model-config-object-empty", {}, 1, "cfg.json: missing num_hidden_layers", {"cfg.json": "{}"}),
         ("model-config-nan", {}, 1, "cfg.json: hidden_size must be", {"cfg.json": MODEL_CONFIG.replace("1536", "NaN")}),
+        # a fitted model prices the setting it was fitted in only (kvlab/latency/ttft.py fitted_model)
+        ("model-and-gpu-system", ["--gpu-system", "h100_sxm"], 2, "give one of --model (a fitted model) and"),
+        ("neither-model-nor-gpu-system", {"--model": None}, 2, "give one of --model (a fitted model) and"),
+        (
+            "gpu-system-allow-other-setting",
+            {"--model": None, "+": ["--gpu-system", "h100_sxm", "--allow-other-setting"]},
+            2,
+            "--allow-other-setting applies to a fitted --model only",
+        ),
+        (
+            "gpu-system-unknown",
+            {"--model": None, "+": ["--gpu-system", "nope"]},
+            2,
+            "--gpu-system: 'nope' is not a system of aiconfigurator-core",
+        ),
+        ("efficiency-zero", ["--efficiency", "0"], 2, "argument --efficiency: expected a fraction in (0, 1]"),
+        (
+            "model-without-model-config",
+            {},
+            2,
+            "model.json: it was fitted without --model-config (its model is unknown)",
+            {"model.json": fitted_model(None)},
+        ),
+        (
+            "model-without-fitted-in",
+            {},
+            2,
+            "model.json: it was fitted without --model-config",
+            {"model.json": json.dumps({"tiers": json.loads(TTFT_MODEL)["tiers"]})},
+        ),
+        (
+            "model-of-another-model",
+            {},
+            2,
+            f"model.json: it was fitted to {TINY.parent.name}, not ",
+            {"model.json": fitted_model(TINY)},
+        ),
+        (  # --docs 2 read by one pass: 2 requests, each of 11 tokens
+            "tokens-above-the-fit",
+            {"--tokens": "11", "+": ["--passes", "fwd"]},
+            2,
+            "model.json: 2 requests are outside the 10..10 prompt tokens it was fitted on",
+        ),
+        (
+            "tokens-below-the-fit",
+            {"--tokens": "9", "+": ["--passes", "fwd,rev"]},
+            2,
+            "model.json: 4 requests are outside the 10..10 prompt tokens it was fitted on",
+        ),
+        (
+            "synthetic-allow-other-setting",
+            {"--tokens": "11", "+": ["--allow-other-setting"]},
+            2,
+            "~a model fitted to the SYNTHETIC example measurement prices that setting only",
+            {"model.json": fitted_model(synthetic=True)},
+        ),
+        (
+            "synthetic-other-model-allow-other-setting",
+            ["--allow-other-setting"],
+            2,
+            f"model.json: it was fitted to {TINY.parent.name}",
+            {"model.json": fitted_model(TINY, synthetic=True)},
+        ),
+        (
+            "model-calibration",
+            {},
+            2,
+            "model.json: a hardware calibration (kvlab ttft fit --gpu-system), not a per-tier model",
+            {"model.json": fitted_model(calibration={"factors": ["efficiency"]})},
+        ),
     ],
     BUDGETS_FILES,
 )
+
+# kvlab ttft predict: a workload's TTFT priced from the hardware (stdout; --per-request a CSV)
+PREDICT = ["--workload", "lab", "--docs", "2", "--tokens", "10", "--gpu-tokens", "10", "--model-config", "cfg.json"]
+PREDICT += ["--gpu-system", "h100_sxm"]
+HARDWARE_ROWS = [  # the hardware flags (kvlab/cli/flags.py add_hardware_arguments), as predict and breakeven read them
+    ("no-gpu-system", {"--gpu-system": None}, 2, "the following arguments are required: --gpu-system"),
+    ("no-model-config", {"--model-config": None}, 2, "the following arguments are required: --model-config"),
+    ("gpu-system-unknown", {"--gpu-system": "nope"}, 2, "--gpu-system: 'nope' is not a system of aiconfigurator-core"),
+    ("gpu-system-empty", {"--gpu-system": ""}, 2, "~--gpu-system"),
+    ("gpu-system-missing-yaml", {"--gpu-system": "missing.yaml"}, 2, "~missing.yaml"),
+    ("efficiency-zero", ["--efficiency", "0"], 2, "argument --efficiency: expected a fraction in (0, 1], got '0'"),
+    ("efficiency-1.5", ["--efficiency", "1.5"], 2, "argument --efficiency: expected a fraction in (0, 1], got '1.5'"),
+    ("efficiency-nan", ["--efficiency", "nan"], 2, "argument --efficiency: expected a fraction in (0, 1], got 'nan'"),
+    ("memory-efficiency-zero", ["--memory-efficiency", "0"], 2, "argument --memory-efficiency: expected a fraction"),
+    ("overhead-negative", ["--overhead-ms", "-1"], 2, "argument --overhead-ms: expected 0 or more ms"),
+    ("link-gbps-zero", ["--link-gbps", "0"], 2, "argument --link-gbps: expected a positive number"),
+    ("link-gbps-inf", ["--link-gbps", "inf"], 2, "~--link-gbps"),
+    ("copy-us-negative", ["--copy-us", "-1"], 2, "argument --copy-us: expected 0 or more microseconds"),
+    ("link-latency-nan", ["--link-latency-ms", "nan"], 2, "argument --link-latency-ms: expected 0 or more ms"),
+    ("engine-choice", ["--engine", "trtllm"], 2, "argument --engine: invalid choice: 'trtllm'"),
+    ("latency-source-choice", ["--latency-source", "guess"], 2, "argument --latency-source: invalid choice"),
+    ("all-reduce-choice", ["--all-reduce", "tree"], 2, "argument --all-reduce: invalid choice"),
+    ("layerwise-with-vllm", ["--layerwise"], 2, "--layerwise is LMCache's use_layerwise"),
+    ("tp-zero", ["--tp", "0"], 2, "argument --tp: expected a whole number >= 1"),
+    ("engine-version-unknown", ["--engine-version", "9.9"], 2, "--engine-version '9.9': the database has vllm"),
+    ("duplicate-gpu-system", ["--gpu-system", "h100_sxm"], 2, "argument --gpu-system: given twice"),
+    ("model-config-missing", {"--model-config": "missing.json"}, 2, "--model-config: missing.json: cannot read"),
+    ("model-config-object-empty", {}, 2, "--model-config: cfg.json: missing num_hidden_layers", {"cfg.json": "{}"}),
+]
+PREDICT_FILES = {"cfg.json": MODEL_CONFIG, "r.csv": OLD}
+add_many(
+    "ttft predict",
+    PREDICT,
+    [
+        *HARDWARE_ROWS,
+        ("no-workload", {"--workload": None}, 2, "the following arguments are required: --workload"),
+        ("no-gpu-room", {"--gpu-tokens": None}, 2, "the following arguments are required: --gpu-tokens"),
+        ("unknown-flag", ["--model", "m.json"], 2, "unrecognized arguments: --model m.json"),
+        ("per-request-is-model-config", ["--per-request", "cfg.json"], 2, "cfg.json is both an input and an output"),
+        ("per-request-directory", ["--per-request", "d"], 1, "~d", {"d": DIR}),
+        ("per-request-missing-folder", ["--per-request", "nowhere/r.csv"], 1, "~nowhere/r.csv"),
+        ("per-request-dev-full", ["--per-request", "/dev/full"], 1, "~/dev/full"),
+    ],
+    PREDICT_FILES,
+)
+
+# kvlab ttft breakeven: the link bandwidth above which loading a prefix beats recomputing it (stdout)
+BREAKEVEN = ["--prefix-tokens", "100", "--model-config", "cfg.json", "--gpu-system", "h100_sxm"]
+add_many(
+    "ttft breakeven",
+    BREAKEVEN,
+    [
+        *HARDWARE_ROWS,
+        ("no-prefix", {"--prefix-tokens": None}, 2, "the following arguments are required: --prefix-tokens"),
+        ("prefix-zero", {"--prefix-tokens": "0"}, 2, "argument --prefix-tokens: expected a whole number >= 1"),
+        ("prefix-negative", {"--prefix-tokens": "-1"}, 2, "argument --prefix-tokens: expected a whole number >= 1"),
+        ("prefix-float", {"--prefix-tokens": "1.5"}, 2, "argument --prefix-tokens: expected a whole number >= 1"),
+        ("prefix-nan", {"--prefix-tokens": "nan"}, 2, "argument --prefix-tokens: expected a whole number >= 1"),
+        ("prefix-2**70", {"--prefix-tokens": BIG}, 2, "~--prefix-tokens"),
+        ("unknown-flag", ["--workload", "lab"], 2, "unrecognized arguments: --workload lab"),
+    ],
+    {"cfg.json": MODEL_CONFIG},
+)
+
+# kvlab ttft systems: the GPU systems and engine versions (stdout; no flags)
+add("ttft systems", "positional", ["h100_sxm"], 2, "unrecognized arguments: h100_sxm")
+add("ttft systems", "unknown-flag", ["--gpu-system", "h100_sxm"], 2, "unrecognized arguments: --gpu-system h100_sxm")
 
 # --- kvlab plots NAME --out FILE INPUT... -----------------------------------------------------------------------
 PLOT = ["ttft_budgets", "--out", "out.png", "in.csv"]
@@ -1589,6 +1744,9 @@ def test_the_table_covers_every_command():
         assert sum(n for command, n in found.items() if command.split()[0] == name) >= 20, name
     for sub in ("policies cliff", "policies table", "ttft fit", "ttft sweep", "ttft budgets"):
         assert found[sub] >= 20, sub
+    for sub in ("ttft predict", "ttft breakeven"):  # TTFT from the hardware
+        assert found[sub] >= 20, sub
+    assert found["ttft systems"] >= 2
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1617,6 +1775,7 @@ STDOUT_COMMANDS = {
         "--gpu-tokens",
         "100",
     ],
+    "ttft systems": ["ttft", "systems"],
 }
 
 
@@ -1703,6 +1862,8 @@ OUTPUT_COMMANDS = {
     "ttft sweep": (["ttft", "sweep", *SWEEP], {"model.json": TTFT_MODEL}, ["out.csv"]),
     "replay-table": (["replay-table", *RT], {"p.json": REPLAY_POINT}, ["t.csv"]),
     "replay --per-request": (["replay", *REPLAY, "--per-request", "r.csv"], {}, ["r.csv"]),
+    "ttft predict --per-request": (["ttft", "predict", *PREDICT, "--per-request", "r.csv"], PREDICT_FILES, ["r.csv"]),
+    "ttft budgets": (["ttft", "budgets", *BUDGETS], BUDGETS_FILES, ["out.csv"]),
 }
 
 

@@ -178,11 +178,30 @@ def test_fit_accepts_a_generator_and_keeps_tiers_apart():
     assert model.fits["cpu_load"].n == 2
 
 
+def missing_tier_parts(missing, fitted):
+    """What the error of a tier the model lacks says: the tier, the tiers it has, and what to do instead (measure
+    a setting that serves it, or price from the hardware), not "to fit" it."""
+    return [
+        f"this model has no {missing} time",
+        f"its measurement had no {missing} request (it has {', '.join(fitted) or 'none'})",
+        "measure a setting that serves some",
+        "or price from the hardware (--gpu-system; kvlab ttft predict)",
+    ]
+
+
+def check_missing_tier(raised, missing, fitted):
+    message = str(raised.value)
+    for part in missing_tier_parts(missing, fitted):
+        assert part in message, message
+    assert "to fit" not in message and "\n" not in message, message
+
+
 @pytest.mark.parametrize("missing", TIERS)
 def test_predict_names_the_tier_the_measurement_lacks(missing):
     model = LatencyModel.fit([(tier, 100, 10.0 * i + 1) for i, tier in enumerate(TIERS) if tier != missing])
-    with pytest.raises(ValueError, match=f"no {missing} request"):
+    with pytest.raises(ValueError, match=f"no {missing} request") as raised:
         model.predict(missing, 100)
+    check_missing_tier(raised, missing, [tier for tier in TIERS if tier != missing])
     for i, tier in enumerate(TIERS):
         if tier != missing:
             assert model.predict(tier, 100) == 10.0 * i + 1
@@ -256,12 +275,21 @@ def test_mix_shrinks_as_faster_tiers_serve_more(model, data, has_cpu):
 def test_mix_needs_only_the_tiers_that_serve():
     model = LatencyModel({"gpu_hit": fit_of(30.0, 0.0)})
     assert model.predict_mix(512, 512, 0, True) == 30.0
-    with pytest.raises(ValueError, match="recompute_offload"):
+    with pytest.raises(ValueError, match="recompute_offload") as raised:
         model.predict_mix(512, 511, 0, True)
-    with pytest.raises(ValueError, match="no recompute request"):
+    check_missing_tier(raised, "recompute_offload", ["gpu_hit"])
+    with pytest.raises(ValueError, match="no recompute request") as raised:
         model.predict_mix(512, 511, 0, False)
-    with pytest.raises(ValueError, match="cpu_load"):
+    check_missing_tier(raised, "recompute", ["gpu_hit"])
+    with pytest.raises(ValueError, match="cpu_load") as raised:
         model.predict_mix(512, 500, 12, True)
+    check_missing_tier(raised, "cpu_load", ["gpu_hit"])
+
+
+def test_a_model_without_any_tier_says_it_has_none():
+    with pytest.raises(ValueError) as raised:
+        LatencyModel({}).predict("gpu_hit", 1)
+    check_missing_tier(raised, "gpu_hit", [])
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from kvlab.util import memory
 from kvlab.util.memory import Footprint, MemoryLimitError, Meter
 from kvlab.workloads import LabWorkload, MooncakeWorkload, dense
 
-TTFT_MODEL = ROOT / "results" / "ttft" / "model.json"
+# Priced from the hardware (a fitted model prices only the setting it was fitted in); the roofline: no database.
+HARDWARE = ("--gpu-system", "h100_sxm", "--engine", "vllm", "--latency-source", "roofline")
 MODEL_CONFIG = ROOT / "models" / "Qwen2.5-7B-Instruct" / "config.json"
 COMMANDS = ["replay", "mrc", "plan", "policies table", "ttft budgets"]
 
@@ -63,7 +64,7 @@ def arguments(command, trace, folder):
             *("--out", folder / "table.csv"),
         ],
         "ttft budgets": [
-            *("ttft", "budgets", "--model", TTFT_MODEL, *workload, *plan),
+            *("ttft", "budgets", *HARDWARE, *workload, *plan),
             *("--cpu-gib-grid", "1,4", "--out", folder / "budgets.csv"),
         ],
     }[command]

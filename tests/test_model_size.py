@@ -58,6 +58,7 @@ CATALOG = {
     "Qwen3-8B": (2 * 36 * 8 * 128 * 2, A * 147_456),
     "opt-1.3b": (2 * 24 * 32 * 64 * 2, A * 196_608),
     "phi-4": (2 * 40 * 10 * 128 * 2, A * 204_800),
+    "tiny-llama-cpp": (2 * 4 * 2 * 64 * 2, A * 2_048),  # server/tiny_model.py's: float32 served in 16 bits (auto)
     # MLA: layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 bytes; the V3.2/GLM-5 indexer: 128 + 4 bytes
     "DeepSeek-V3": (61 * 576 * 2, A * 70_272),
     "DeepSeek-R1": (61 * 576 * 2, A * 70_272),

@@ -91,6 +91,21 @@ BAD_VALUES = {
     "policy cliff negative room": setter(["policies", "cpu_cliff", "grid"], [0, -1]),
     "policy table rooms without block grid": deleter(["policies", "tables", "rooms", "block_tokens"]),
     "unknown policies key": setter(["policies", "designs"], []),
+    "measurement without its model": deleter(["measurement", "model_config"]),
+    "measurement without measured_on": deleter(["measurement", "measured_on"]),
+    "synthetic as text": setter(["measurement", "synthetic"], "yes"),
+    "real measurement without its model": deleter(["real_measurement", "model_config"]),
+    "hardware without a system": deleter(["ttft", "hardware", "gpu_system"]),
+    "hardware system with a space": setter(["ttft", "hardware", "gpu_system"], "h100 sxm"),
+    "unknown engine": setter(["ttft", "hardware", "engine"], "trtllm"),
+    "unknown hardware key": setter(["ttft", "hardware", "tp"], 2),
+    "hardware lab without block": deleter(["ttft", "hardware", "lab", "block_tokens"]),
+    "hardware lab without configs": setter(["ttft", "hardware", "lab", "configs"], {}),
+    "hardware lab block of 0": setter(["ttft", "hardware", "lab", "block_tokens"], 0),
+    "hardware budgets without a GPU room": deleter(["ttft", "hardware", "budgets", "gpu_gib"]),
+    "hardware budgets with both GPU rooms": setter(["ttft", "hardware", "budgets", "gpu_tokens"], 1000),
+    "hardware budgets empty grid": setter(["ttft", "hardware", "budgets", "cpu_gib"], []),
+    "hardware budgets negative budget": setter(["ttft", "hardware", "budgets", "cpu_gib"], [0, -1]),
 }
 
 
@@ -145,6 +160,42 @@ CROSS_FIELD = {
     "mooncake block not a multiple of 512": (
         setter(["replay", "workloads", "trace"], {"source": "mooncake", "trace": "t.jsonl"}),
         "replay.workloads.trace: a Mooncake trace's blocks must be multiples of 512, got 16",
+    ),
+    "the example measurement called real": (
+        setter(["measurement", "synthetic"], False),
+        "measurement.synthetic: the example measurement .* is synthetic",
+    ),
+    "a measurement's model that is not there": (
+        setter(["measurement", "model_config"], "models/none/config.json"),
+        "measurement.model_config: models/none/config.json: cannot read",
+    ),
+    "the real measurement's model that is not there": (
+        setter(["real_measurement", "model_config"], "models/none/config.json"),
+        "real_measurement.model_config: models/none/config.json: cannot read",
+    ),
+    "an unknown GPU system": (
+        setter(["ttft", "hardware", "gpu_system"], "h999_sxm"),
+        "ttft.hardware.gpu_system: 'h999_sxm' is not a system of aiconfigurator-core",
+    ),
+    "a GPU system file that is not there": (
+        setter(["ttft", "hardware", "gpu_system"], "data/systems/none.yaml"),
+        "ttft.hardware.gpu_system: no such file: 'data/systems/none.yaml'",
+    ),
+    "a hardware lab model that is not there": (
+        setter(["ttft", "hardware", "lab", "model_config"], "models/none/config.json"),
+        "ttft.hardware.lab.model_config: models/none/config.json: cannot read",
+    ),
+    "hardware budgets of an unknown workload": (
+        setter(["ttft", "hardware", "budgets", "workload"], "sharegpt"),
+        "ttft.hardware.budgets.workload names 'sharegpt', which is not in replay.workloads",
+    ),
+    "hardware budgets of a trace at another chunk": (
+        setter(["ttft", "hardware", "budgets", "chunk_tokens"], 256),
+        "ttft.hardware.budgets.chunk_tokens: a Mooncake trace's blocks must be multiples of 512, got 256",
+    ),
+    "hardware budgets' model not split over its tp": (
+        setter(["ttft", "hardware", "budgets", "tp"], 3),
+        "ttft.hardware.budgets.tp: ",
     ),
 }
 

@@ -345,7 +345,7 @@ def test_plan_args_carry_the_workload_the_model_and_the_rooms(config):
             spec["chunk_tokens"],
         )
         assert (args.gpu_tokens, args.gpu_gib) == (spec["gpu_tokens"], None)
-        assert args.cpu_gib == Decimal(str(spec["cpu_gib"]))
+        assert args.cpu_gib == [Decimal(str(spec["cpu_gib"]))]  # a list of budgets: one here
         assert args.write_policy == spec["write_policy"]
         assert args.target_hit_ratio == spec.get("target_hit_ratio")
         described = make_workload(args, args.chunk_tokens).describe()
@@ -371,7 +371,7 @@ def test_plan_args_leave_out_what_the_plan_does_not_set(config):
     for flag in ("--tp", "--chunk-tokens", "--write-policy", "--target-hit-ratio", "--gpu-gib"):
         assert flag not in line
     args = parse_plan(line)
-    assert (args.workload, args.model_config, args.gpu_tokens, args.cpu_gib) == ("long_doc_qa", QWEN_7B, 1000, 2)
+    assert (args.workload, args.model_config, args.gpu_tokens, args.cpu_gib) == ("long_doc_qa", QWEN_7B, 1000, [2])
     assert (args.tp, args.chunk_tokens, args.write_policy) == (1, None, "write-through")  # `kvlab plan`'s defaults
     assert paths.plan_model(config, "bare") == QWEN_7B
 
@@ -1019,7 +1019,8 @@ def test_a_new_cpu_budget_reruns_only_that_plan(planner_run, tmp_path):
 )
 def test_bad_planner_config_stops_before_any_job(tmp_path, change, message):
     for name in project_files():
-        if name.endswith((".smk", ".py", ".yaml", ".json")) and not name.startswith("results/") or name == "Snakefile":
+        kept = name.endswith((".smk", ".py", ".yaml", ".json")) and not name.startswith(("results/", "data/"))
+        if kept or name == "Snakefile":
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / name, tmp_path / name)
     (tmp_path / "data").symlink_to(ROOT / "data")  # the traces config.yaml names (its inputs must exist)

@@ -90,7 +90,7 @@ def test_the_command_offers_every_plot_in_order():
 def test_every_plot_is_configured_and_committed():
     committed = sorted(path.stem for path in (ROOT / "results" / "plots").glob("*.png"))
     assert sorted(PLOT_INPUTS) == sorted(plots.PLOTS) == committed
-    assert len(committed) == 9
+    assert len(committed) == 11
 
 
 @pytest.mark.parametrize("name", sorted(PLOT_INPUTS))
@@ -176,18 +176,27 @@ DRAWN_COLUMN = {
     "real_ttft_per_pass": "ttft_ms",
     "real_predicted_vs_measured": "predicted_p50_ms",
     "trace_reuse": "token_hit_ratio",
+    "ttft_hardware_lab": "ttft_ms",
+    "ttft_hardware_budgets": "predicted_p50_ms",
 }
+# A JSON input whose first value its plot does not draw: the keys of one it does (kvlab ttft predict's first pass).
+DRAWN_KEYS = {"ttft_hardware_lab": ("rounds", 0, "p50_ms")}
 
 
-def change_data(path, column):
-    """Rewrite the artifact at ``path`` with different data: the first value of a JSON document raised by 7,
-    ``column`` of every CSV row or JSONL record halved."""
+def change_data(path, column, keys=None):
+    """Rewrite the artifact at ``path`` with different data: the first value of a JSON document (or the one at
+    ``keys``, where it has them) raised by 7, ``column`` of every CSV row or JSONL record halved."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         document = node = json.loads(text)
-        while isinstance(node[next(iter(node))], dict):
-            node = node[next(iter(node))]
-        node[next(iter(node))] += 7
+        if keys and keys[0] in document:
+            for key in keys[:-1]:
+                node = node[key]
+            node[keys[-1]] += 7
+        else:
+            while isinstance(node[next(iter(node))], dict):
+                node = node[next(iter(node))]
+            node[next(iter(node))] += 7
         changed = json.dumps(document, indent=2) + "\n"
     elif path.suffix == ".jsonl":
         records = [json.loads(line) for line in text.splitlines()]
@@ -223,7 +232,7 @@ def test_a_plot_changes_with_each_of_its_inputs(tmp_path, name, index):
         copy.write_bytes((ROOT / source).read_bytes())
     same = draw(name, inputs, tmp_path / "same.png")
     assert same == committed_png(name)  # copies of the inputs, elsewhere, draw the committed figure
-    change_data(inputs[index], DRAWN_COLUMN[name])
+    change_data(inputs[index], DRAWN_COLUMN[name], DRAWN_KEYS.get(name))
     assert draw(name, inputs, tmp_path / "changed.png") != same
 
 
@@ -292,6 +301,31 @@ BAD_INPUTS = {
         ],
         1,
         "bad-0.jsonl:2: malformed JSON (NaN",
+    ),
+    "hardware lab without its requests": (
+        "ttft_hardware_lab",
+        [GOOD, GOOD],
+        2,
+        "ttft_hardware_lab reads at least 3 input(s) (HANDOUT PREDICTION REQUESTS [MORE...]), got 2",
+    ),
+    "hardware lab of a config without its requests": (
+        "ttft_hardware_lab",
+        [GOOD, GOOD, GOOD, GOOD],
+        1,
+        "in pairs",
+    ),
+    "handout without latencies": ("ttft_hardware_lab", ['{"source": "x"}\n', GOOD, GOOD], 1, "latency_ms"),
+    "hardware requests without TTFT": (
+        "ttft_hardware_lab",
+        [GOOD, GOOD, "round,input_tokens\npass1,1\n"],
+        1,
+        "bad-2.csv: no column ",
+    ),
+    "hardware budgets without p99": (
+        "ttft_hardware_budgets",
+        ["cpu_gib,round,token_hit_ratio,predicted_p50_ms\n0,all,0,1\n"],
+        1,
+        "bad-0.csv: no column predicted_p99_ms",
     ),
     "an infinite number in a CSV": (
         "predicted_vs_measured",
@@ -581,6 +615,47 @@ def test_the_budgets_rounds_that_coincide_are_drawn_apart_and_say_so(close_figur
         assert any("same as" in text for text in legend_texts(axis))
 
 
+def test_the_hardware_lab_is_drawn_beside_the_configs_handout_latencies(close_figures):
+    """The lab priced from the hardware: each pass's priced p50 (kvlab ttft predict's), beside the per-tier latencies
+    config.yaml's example_measurement.latency_ms holds (results/ttft/hardware/handout.json, written from the
+    config), and per tier the handout's beside the priced one; priced, not measured, and not the synthetic example."""
+    config = load_config()
+    handout = json.loads((ROOT / paths.TTFT_HANDOUT).read_text(encoding="utf-8"))
+    assert handout == commands.handout_latencies(config)
+    drawn = figure("ttft_hardware_lab", note=PLOT_ARGS["ttft_hardware_lab"][1])
+    top, bottom = drawn.axes
+    latency = config["example_measurement"]["latency_ms"]
+    for tier, said in plots.HANDOUT_TIERS.items():
+        assert f"handout's {said}: {latency[tier]:,.1f} ms" in [text.get_text() for text in top.texts]
+    for index, name in enumerate(config["ttft"]["hardware"]["lab"]["configs"]):
+        prediction = json.loads((ROOT / paths.hardware_lab_path(name)).read_text(encoding="utf-8"))
+        assert [bar.get_height() for bar in top.containers[index]] == [
+            entry["p50_ms"] for entry in prediction["rounds"]
+        ]
+    assert [label.get_text() for label in bottom.get_xticklabels()] == list(plots.HANDOUT_TIERS.values())
+    heights = {container[0].get_height() for container in bottom.containers}
+    assert {latency[tier] for tier in plots.HANDOUT_TIERS} <= heights  # the handout's bar of each tier
+    assert not [text for text in words(drawn) if "synthetic" in text.lower()]
+    assert "Priced from the hardware" in PLOT_ARGS["ttft_hardware_lab"][1] and not plots.is_synthetic(
+        PLOT_ARGS["ttft_hardware_lab"][1]
+    )
+
+
+def test_the_hardware_budgets_figure_draws_the_p50_and_p99_of_its_table(close_figures):
+    (path,) = PLOT_INPUTS["ttft_hardware_budgets"]
+    rows = [row for row in csv.DictReader(io.StringIO((ROOT / path).read_text(encoding="utf-8")))]
+    whole = [row for row in rows if row["round"] == "all"]
+    drawn = figure("ttft_hardware_budgets", note=PLOT_ARGS["ttft_hardware_budgets"][1])
+    top, bottom = drawn.axes
+    lines = {" ".join(line.get_label().split()).split(" (")[0]: line for line in top.lines}
+    assert list(lines) == ["all requests: p99", "all requests: p50"]  # one round besides all: drawn once
+    for column, label in (("predicted_p99_ms", "all requests: p99"), ("predicted_p50_ms", "all requests: p50")):
+        assert list(lines[label].get_xdata()) == [float(row["cpu_gib"]) for row in whole]
+        assert list(lines[label].get_ydata()) == [float(row[column]) for row in whole]
+    assert list(bottom.lines[0].get_ydata()) == [float(row["token_hit_ratio"]) for row in whole]
+    assert not [text for text in words(drawn) if "synthetic" in text.lower()]
+
+
 def test_coinciding_names_every_run_and_a_series_the_same_throughout():
     series = {"a": ([1, 2, 3, 4], [0, 0, 5, 0]), "b": ([1, 2, 3, 4], [0, 0, 6, 0]), "c": ([1, 2, 3, 4], [9, 9, 9, 9])}
     shown = plots.spans_of(str, "GiB")
@@ -690,6 +765,14 @@ def test_plot_inputs_of_the_committed_config(config):
             "results/mrc/long_doc_qa/block256-cpu-at-gpu21520.csv",
         ],
         "ttft_budgets": ["results/ttft/budgets-lab.csv"],
+        "ttft_hardware_lab": [
+            "results/ttft/hardware/handout.json",
+            "results/ttft/hardware/lab-baseline.json",
+            "results/ttft/hardware/lab-baseline-requests.csv",
+            "results/ttft/hardware/lab-lmcache.json",
+            "results/ttft/hardware/lab-lmcache-requests.csv",
+        ],
+        "ttft_hardware_budgets": ["results/ttft/hardware/budgets-conversation.csv"],
         "real_ttft_per_pass": ["data/measurements/llama-cpp-tiny.jsonl"],
         "real_predicted_vs_measured": ["results/real/predicted_vs_measured.csv"],
         "trace_reuse": TRACE_INPUTS,

@@ -58,12 +58,16 @@ def pattern(template, wildcards):
 
 
 def extended(config):
-    """config.yaml with a replay grid, a curve grid and a plan added: values not already in them."""
+    """config.yaml with a replay grid, a curve grid, a plan, a hardware-priced lab config and budget added: values
+    not already in them."""
     rooms = config["replay"]["rooms"]
     rooms["gpu_tokens"].append(max(rooms["gpu_tokens"]) + 7)
     config["mrc"]["block_tokens"].append(max(config["mrc"]["block_tokens"]) * 2)
     first = next(iter(config["plans"]))
     config["plans"][f"{first}_again"] = dict(config["plans"][first])
+    hardware = config["ttft"]["hardware"]
+    hardware["lab"]["configs"] = {**hardware["lab"]["configs"], "bigger": {"gpu_tokens": 50110, "cpu_tokens": 0}}
+    hardware["budgets"]["cpu_gib"].append(max(hardware["budgets"]["cpu_gib"]) * 2)
     return config
 
 

@@ -27,6 +27,20 @@ RENAMED_FLAGS = [
     (PLAN + ["--gpu-tokens", "5011"], ["--cpu-gb", "0.25"], ["--cpu-gib", "0.25"], "--cpu-gb", "--cpu-gib"),
     (PLAN + ["--gpu-tokens", "5011"], ["--cpu-gb=0.25"], ["--cpu-gib=0.25"], "--cpu-gb", "--cpu-gib"),
     (PLAN + ["--cpu-gib", "0.25"], ["--gpu-gb", "0.2"], ["--gpu-gib", "0.2"], "--gpu-gb", "--gpu-gib"),
+    (
+        PLAN + ["--gpu-tokens", "5011"],
+        ["--cpu-gb-per-node", "2"],
+        ["--cpu-gib-per-node", "2"],
+        "--cpu-gb-per-node",
+        "--cpu-gib-per-node",
+    ),
+    (
+        PLAN + ["--gpu-tokens", "5011"],
+        ["--cpu-gb-per-node=0.5,2"],
+        ["--cpu-gib-per-node=0.5,2"],
+        "--cpu-gb-per-node",
+        "--cpu-gib-per-node",
+    ),
     (BUDGETS, ["--cpu-gb-grid", "0,0.25"], ["--cpu-gib-grid", "0,0.25"], "--cpu-gb-grid", "--cpu-gib-grid"),
     (SWEEP + ["--vary", "cpu_tokens", "--grid", "0,5011"], ["--gpu", "5011"], ["--gpu-tokens", "5011"], "--gpu", None),
     (SWEEP + ["--vary", "gpu_tokens", "--grid", "0,5011"], ["--cpu", "5011"], ["--cpu-tokens", "5011"], "--cpu", None),
@@ -84,14 +98,22 @@ CONFIG_TEXT = (ROOT / "config.yaml").read_text(encoding="utf-8")
 
 
 def former(text):
-    """config.yaml in the former spellings: plans' and the TTFT budgets' cpu_gb, the measurements' gpu/cpu."""
-    text = text.replace("cpu_gib:", "cpu_gb:")
+    """config.yaml in the former spellings: plans' and the TTFT budgets' cpu_gb (keys of a section's entry, four
+    spaces in; ttft.hardware.budgets' cpu_gib, six in, is new and has no former spelling), the measurements'
+    gpu/cpu."""
+    text = re.sub(r"^(    )cpu_gib:", r"\1cpu_gb:", text, flags=re.M)
     return re.sub(r"^(      )(gpu|cpu)_tokens: (\d+)$", r"\1\2: \3", text, flags=re.M)  # a measured config's rooms
 
 
 def test_the_former_spellings_fixture_changes_the_renamed_keys_only():
     old = former(CONFIG_TEXT)
-    assert (old.count("cpu_gb:"), old.count("cpu_gib:")) == (3, 0)  # two plans, the TTFT budgets
+    config, renamed = yaml.safe_load(CONFIG_TEXT), yaml.safe_load(old)
+    assert old.count("cpu_gb:") == len(config["plans"]) + 1 == 3  # two plans, the TTFT budgets
+    assert all("cpu_gb" in plan and "cpu_gib" not in plan for plan in renamed["plans"].values())
+    assert "cpu_gb" in renamed["ttft"]["budgets"] and "cpu_gib" not in renamed["ttft"]["budgets"]
+    assert old.count("cpu_gib:") == CONFIG_TEXT.count("cpu_gib:") - 3  # a key with no former spelling stays
+    if "budgets" in config["ttft"].get("hardware", {}):  # its cpu_gib is new: it has no former spelling
+        assert renamed["ttft"]["hardware"]["budgets"] == config["ttft"]["hardware"]["budgets"]
     rooms = [len(re.findall(r"^      (gpu|cpu):", text, flags=re.M)) for text in (old, CONFIG_TEXT)]
     assert rooms[0] - rooms[1] == 8  # two measurements, two configs each (the sweeps' fixed rooms stay)
     assert yaml.safe_load(old)["replay"]["rooms"] == yaml.safe_load(CONFIG_TEXT)["replay"]["rooms"]
@@ -166,6 +188,7 @@ LAB_CONTRACT = {"scenario", "summarize"}  # the lab scripts' own parsers: --gpu/
 ROOM_WORDS = {"tokens", "gib"}  # --gpu-tokens, --cpu-gib, ...
 NOT_ROOMS = {"--gpu-eviction", "--cpu-eviction", "--touch-cpu-on-gpu-hit", "--re-store-on-gpu-hit"}
 NOT_ROOMS |= {"--gpu-hit-ms", "--cpu-load-ms"}  # the example measurement's latency of a tier
+NOT_ROOMS |= {"--gpu-system"}  # the hardware TTFT is priced on (aiconfigurator-core's system: h100_sxm, ...)
 NOT_BUDGETS = {"--max-memory"}  # this machine's memory for the command itself (8G, 512M), not a cache's
 
 

@@ -17,6 +17,7 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT, kvlab, load_config, run_python
 from hypothesis import given, settings
@@ -27,6 +28,7 @@ from kvlab.cache.write_policies import make_cache
 from kvlab.cli import replay as replay_cli
 from kvlab.cli import ttft as ttft_cli
 from kvlab.cli.flags import make_workload
+from kvlab.latency.ttft import model_identity
 from kvlab.loop import replay, rows_of
 from kvlab.measure import example as example_measurement
 from kvlab.workflow import commands, paths
@@ -34,6 +36,7 @@ from kvlab.workflow import commands, paths
 RESULTS = ROOT / "results"
 COMMITTED = RESULTS / "ttft"
 QWEN_1_5B = ROOT / "models" / "Qwen2.5-1.5B-Instruct" / "config.json"
+TINY = ROOT / "models" / "tiny-llama-cpp" / "config.json"  # another model: a fit to it prices it only
 PER_TOKEN = 28_672  # Qwen2.5-1.5B: 2 (K, V) x 28 layers x 2 KV heads x 128 dims x 2 bytes (bf16)
 TIERS = ("gpu_hit", "cpu_load", "recompute", "recompute_offload")
 TABLE_COLUMNS = [
@@ -48,6 +51,8 @@ TABLE_COLUMNS = [
     "predicted_mean_ms",
     "mean_ratio",
 ]
+BUDGETS_COLUMNS = ["cpu_gib", "cpu_tokens", "round", "token_hit_ratio"]
+BUDGETS_COLUMNS += ["predicted_p50_ms", "predicted_p99_ms", "predicted_mean_ms"]
 CACHES = {"write-through": kvsim.TwoTierCache, "write-back": kvsim.WriteBackCache, "selective": kvsim.SelectiveCache}
 ACCESS = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}
 FEW = settings(max_examples=50, deadline=None, database=None)
@@ -100,15 +105,30 @@ def served(configs, passes, docs, length, policy="write-through"):
     return tiers
 
 
-def fit_argv(measurement, docs, tokens, configs, passes, model, table):
+def fit_argv(measurement, docs, tokens, configs, passes, model, table, *recorded):
+    """``kvlab ttft fit``'s arguments; ``recorded``: what the fit records of where it was measured (--model-config,
+    --measured-on, --synthetic)."""
     argv = ["fit", "--measurement", measurement, "--docs", docs, "--tokens", tokens]
     argv += [arg for name, gpu, cpu in configs for arg in ("--config", f"{name}:{gpu},{cpu}")]
     argv += [arg for name, order in passes for arg in ("--pass", f"{name}:{order}")]
-    return [*argv, "--model", model, "--table", table]
+    return [*argv, *recorded, "--model", model, "--table", table]
+
+
+def expected_fitted_in(records, model_config=None, measured_on=None, synthetic=False):
+    """The ``fitted_in`` a fit of ``records`` writes: the model's identity (None without --model-config), what it
+    was measured on, whether synthetic, and the least and most prompt tokens measured."""
+    lengths = [record["doc_tokens"] for record in records]
+    return {
+        "model": None if model_config is None else model_identity(model_config),
+        "measured_on": measured_on,
+        "synthetic": synthetic,
+        "tokens": [min(lengths), max(lengths)],
+    }
 
 
 def run_fit(records, docs, tokens, configs, passes):
-    """Fit ``records`` in this setting; return the model document (its JSON rows checked equal to the CSV's)."""
+    """Fit ``records`` in this setting; return the model document (its JSON rows checked equal to the CSV's; its
+    ``fitted_in``: no model, nothing measured on, not synthetic, the measured prompts' range)."""
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         write_jsonl(folder / "m.jsonl", records)
@@ -116,7 +136,16 @@ def run_fit(records, docs, tokens, configs, passes):
         document = json.loads((folder / "model.json").read_text(encoding="utf-8"))
         assert header(folder / "t.csv") == TABLE_COLUMNS
         table = read_csv(folder / "t.csv")
-    assert list(document) == ["measurement", "setting", "tiers", "passes", "offload_ratio", "max_p50_error"]
+    assert list(document) == [
+        "measurement",
+        "setting",
+        "tiers",
+        "passes",
+        "offload_ratio",
+        "max_p50_error",
+        "fitted_in",
+    ]
+    assert document["fitted_in"] == expected_fitted_in(records)
     assert document["setting"] == {
         "docs": docs,
         "tokens": tokens,
@@ -166,6 +195,11 @@ def cpu_tokens_of(text):
 def near(value, exact, places=1):
     """A figure rounded to ``places`` decimals is within half a unit of the exact one."""
     return abs(value - float(exact)) <= 0.5 * 10**-places + 1e-9
+
+
+def p99(times):
+    """The 99th percentile as budgets states it: numpy's (linear interpolation between the closest ranks)."""
+    return float(np.percentile([float(time) for time in times], 99))
 
 
 # --------------------------------------------------------------------------------------------
@@ -459,6 +493,10 @@ def test_committed_fit_against_the_example_and_the_summary(tmp_path):
     tiers = served(configs, passes, spec["docs"], lambda doc: spec["tokens"])
     assert {tier: fit["n"] for tier, fit in document["tiers"].items()} == dict(Counter(tiers.values()))
     check_rows(document["passes"], records, tiers, configs, passes)
+    measurement = config["measurement"]  # what the fit records of where it was measured (config.yaml)
+    assert document["fitted_in"] == expected_fitted_in(
+        records, ROOT / measurement["model_config"], measurement["measured_on"], measurement["synthetic"]
+    )
     latency = dict(spec["latency_ms"])
     latency["recompute_offload"] = latency["recompute"] + latency["store_overhead"]
     for tier, fit in document["tiers"].items():
@@ -635,19 +673,12 @@ def replay_run(argv, folder):
 
 def test_committed_budgets(tmp_path):
     """Reproduced byte for byte by the pipeline's command line; each row's token hit ratio is `kvlab replay`'s at that
-    CPU room, its p50 and mean those of the token-weighted mix of each request `kvlab replay` reports; at 0 GiB there is
-    no CPU tier (a recompute does not pay the store)."""
+    CPU room, its p50, p99 and mean those of the token-weighted mix of each request `kvlab replay` reports; at 0 GiB
+    there is no CPU tier (a recompute does not pay the store). The plan's setting is the fit's: no outside_fit."""
     out = pipeline_budgets(tmp_path)
     committed = COMMITTED / "budgets-lab.csv"
     assert out.read_bytes() == committed.read_bytes()
-    assert header(committed) == [
-        "cpu_gib",
-        "cpu_tokens",
-        "round",
-        "token_hit_ratio",
-        "predicted_p50_ms",
-        "predicted_mean_ms",
-    ]
+    assert header(committed) == BUDGETS_COLUMNS
     config = load_config()
     args = ttft_cli.build_parser("kvlab ttft").parse_args(
         [
@@ -692,6 +723,7 @@ def test_committed_budgets(tmp_path):
                 if name == "all" or r["round"] == name
             ]
             assert near(float(row["predicted_p50_ms"]), statistics.median(times)), (gb, name)
+            assert near(float(row["predicted_p99_ms"]), p99(times)), (gb, name)
             assert near(float(row["predicted_mean_ms"]), statistics.mean(times)), (gb, name)
     recompute = round(tiers_json["recompute"]["intercept_ms"], 1)
     no_cpu = [row for row in rows if float(row["cpu_gib"]) == 0 and row["round"] == "pass1"]
@@ -717,18 +749,21 @@ def test_budgets_price_each_requests_mix(
     tiers_json, docs, tokens, orders, chunk, policy, partial, eviction_order, data
 ):
     """Per budget: GiB to tokens with the model's bytes per token, a block-level replay, and each request priced as
-    the token-weighted mix of the tiers' times (recompute, not recompute_offload, when the budget holds no token)."""
+    the token-weighted mix of the tiers' times (recompute, not recompute_offload, when the budget holds no token).
+    The model was fitted to this model (--model-config) on prompts of these lengths: it prices them, unlabelled."""
     gpu = data.draw(st.integers(0, (docs + 1) * tokens))
     grid = [f"{k / 10000:.4f}" for k in data.draw(st.lists(st.integers(0, 5000), min_size=1, max_size=3, unique=True))]
+    fitted_in = {"model": model_identity(QWEN_1_5B), "measured_on": None, "synthetic": False, "tokens": [tokens] * 2}
     with tempfile.TemporaryDirectory() as folder:
         model, out = Path(folder) / "model.json", Path(folder) / "budgets.csv"
-        model.write_text(json.dumps({"tiers": tiers_json}), encoding="utf-8")
+        model.write_text(json.dumps({"tiers": tiers_json, "fitted_in": fitted_in}), encoding="utf-8")
         call_ok(
             *["budgets", "--model", model, "--workload", "lab", "--docs", docs, "--tokens", tokens],
             *["--passes", ",".join(orders), "--model-config", QWEN_1_5B, "--chunk-tokens", chunk],
             *["--gpu-tokens", gpu, "--write-policy", policy, "--partial-blocks", partial],
             *["--eviction-order", eviction_order, "--cpu-gib-grid", ",".join(grid), "--out", out],
         )
+        assert header(out) == BUDGETS_COLUMNS
         rows = read_csv(out)
     rounds = ["all", *(f"pass{n}" for n in range(1, len(orders) + 1))]
     assert [(row["cpu_gib"], row["round"]) for row in rows] == [(str(float(gb)), r) for gb in grid for r in rounds]
@@ -748,6 +783,7 @@ def test_budgets_price_each_requests_mix(
             assert float(row["token_hit_ratio"]) == round(hits / inputs, 6)
             times = [exact_mix(tiers_json, r[3], r[4], r[5], cpu_tokens > 0) for r in picked]
             assert near(float(row["predicted_p50_ms"]), statistics.median(times)), (gb, name)
+            assert near(float(row["predicted_p99_ms"]), p99(times)), (gb, name)
             assert near(float(row["predicted_mean_ms"]), statistics.mean(times)), (gb, name)
 
 
@@ -881,7 +917,10 @@ def test_fit_unwritable_table_leaves_the_model(tmp_path):
     ("argv", "prefix", "fragment"),
     [
         ([], "kvlab ttft: error: ", "command"),
-        (["predict"], "kvlab ttft: error: ", "invalid choice"),
+        (["estimate"], "kvlab ttft: error: ", "invalid choice"),
+        (["predict"], "kvlab ttft predict: error: ", "the following arguments are required: "),
+        (["breakeven", "--prefix-tokens", "0"], "kvlab ttft breakeven: error: ", "expected a whole number >= 1"),
+        (["systems", "--engine", "vllm"], "kvlab ttft systems: error: ", "unrecognized arguments: --engine"),
         (["fit", "--config", "baseline:21520"], "kvlab ttft fit: error: ", "expected NAME:GPU_TOKENS,CPU_TOKENS"),
         (["fit", "--pass", "p1:sideways"], "kvlab ttft fit: error: ", "expected NAME:fwd or NAME:rev"),
         (["sweep", "--grid", "1,1"], "kvlab ttft sweep: error: ", "given twice"),
@@ -894,14 +933,27 @@ def test_bad_arguments(argv, prefix, fragment):
     fails_with_one_line(status, err, prefix, fragment, code=2)
 
 
+def test_an_unknown_subcommand_names_every_one():
+    """predict, breakeven and systems (TTFT from the hardware) are subcommands beside fit, sweep and budgets."""
+    (subcommands,) = [
+        action.choices for action in ttft_cli.build_parser("kvlab ttft")._actions if isinstance(action.choices, dict)
+    ]
+    assert {"predict", "breakeven", "systems", "fit", "sweep", "budgets"} == set(subcommands)
+    status, err = call("estimate")
+    choices = ", ".join(map(repr, subcommands))
+    fails_with_one_line(status, err, "kvlab ttft: error: ", f"invalid choice: 'estimate' (choose from {choices})", 2)
+
+
 def sweep_argv(model):
     return ["sweep", "--model", model, "--docs", 3, "--tokens", 100, "--passes", "fwd,fwd", "--cpu-tokens", 0]
 
 
-def budgets_argv(model, grid="0,0.5"):
+def budgets_argv(model, grid="0,0.5", tokens=100, model_config=QWEN_1_5B):
+    """Budgets of the lab's three documents of ``tokens`` (by default small_measurement's: a model fitted to it
+    prices them)."""
     return [
-        *["budgets", "--model", model, "--workload", "lab", "--docs", 3, "--tokens", 1000, "--passes", "fwd,fwd"],
-        *["--model-config", QWEN_1_5B, "--gpu-tokens", 1024, "--cpu-gib-grid", grid],
+        *["budgets", "--model", model, "--workload", "lab", "--docs", 3, "--tokens", tokens, "--passes", "fwd,fwd"],
+        *["--model-config", model_config, "--gpu-tokens", 1024, "--cpu-gib-grid", grid],
     ]
 
 
@@ -995,17 +1047,28 @@ def test_an_output_over_an_input_is_refused(tmp_path, argv):
 
 
 def test_model_without_a_needed_tier(tmp_path):
-    """A model fitted without a CPU tier cannot price a setting with one: the error names the tier; the output of a
-    grid whose first value it could price is not written either."""
+    """A model fitted without a CPU tier cannot price a setting with one: the error (exit 1) names the tier, the
+    tiers the model has, and what to do (measure a setting that serves it, or price from the hardware), not "to
+    fit"; the output of a grid whose first value it could price is not written either."""
     measurement = tmp_path / "m.jsonl"
     write_jsonl(measurement, [r for r in small_measurement() if r["config"] == "baseline"])
     model, out = tmp_path / "model.json", tmp_path / "out.csv"
-    call_ok(*fit_argv(measurement, 3, 100, SMALL_CONFIGS[:1], SMALL_PASSES, model, tmp_path / "t.csv"))
-    assert set(json.loads(model.read_text(encoding="utf-8"))["tiers"]) == {"gpu_hit", "recompute"}
+    recorded = ("--model-config", QWEN_1_5B)  # budgets price the model the fit names only
+    call_ok(*fit_argv(measurement, 3, 100, SMALL_CONFIGS[:1], SMALL_PASSES, model, tmp_path / "t.csv", *recorded))
+    fitted = list(json.loads(model.read_text(encoding="utf-8"))["tiers"])
+    assert set(fitted) == {"gpu_hit", "recompute"}
     status, err = call(*sweep_argv(model), "--vary", "cpu_tokens", "--grid", "0,300", "--out", out)
     fails_with_one_line(status, err, "kvlab ttft sweep: error: ", "no recompute_offload request")
+    swept = err
     status, err = call(*budgets_argv(model, "0,0.5"), "--out", out)
     fails_with_one_line(status, err, "kvlab ttft budgets: error: ", "no recompute_offload request")
+    for message in (swept, err):
+        assert "this model has no recompute_offload time" in message, message
+        assert "its measurement had no recompute_offload request" in message, message
+        assert f"(it has {', '.join(fitted)})" in message, message
+        assert "measure a setting that serves some" in message, message
+        assert "--gpu-system" in message and "kvlab ttft predict" in message, message
+        assert "to fit" not in message, message
     assert not out.exists()
     call_ok(*sweep_argv(model), "--vary", "cpu_tokens", "--grid", "0", "--out", out)  # no CPU tier: priceable
     assert [(row["recompute"], row["gpu_hit"]) for row in read_csv(out)] == [("3", "0"), ("0", "3")]
@@ -1023,3 +1086,148 @@ def test_budgets_bad_setting(tmp_path):
     status, err = call(*argv, "--out", out)
     fails_with_one_line(status, err, "kvlab ttft budgets: error: ", "absent.json")
     assert out.read_text(encoding="utf-8") == SENTINEL
+
+
+# --------------------------------------------------------------------------------------------
+# budgets --model: a fitted model prices the setting it was fitted in only (issue 24)
+# --------------------------------------------------------------------------------------------
+
+SMALL_READS = 3 * 2  # budgets_argv's requests: its three documents read by its two passes
+
+
+def fitted(folder, *recorded, name="model.json"):
+    """A model fitted to small_measurement with these record flags (--model-config, --synthetic, ...): its path
+    and its document."""
+    measurement = folder / "m.jsonl"
+    write_jsonl(measurement, small_measurement())
+    model = folder / name
+    call_ok(*fit_argv(measurement, 3, 100, SMALL_CONFIGS, SMALL_PASSES, model, folder / f"{name}.csv", *recorded))
+    return model, json.loads(model.read_text(encoding="utf-8"))
+
+
+def refused(argv, out, *fragments):
+    """budgets refuses (exit 2, one line with every fragment) and leaves its output as it was."""
+    out.write_text(SENTINEL, encoding="utf-8")
+    status, err = call(*argv, "--out", out)
+    fails_with_one_line(status, err, "kvlab ttft budgets: error: ", fragments[0], code=2)
+    for fragment in fragments[1:]:
+        assert fragment in err, err
+    assert out.read_text(encoding="utf-8") == SENTINEL
+    return err
+
+
+def test_fit_records_where_it_was_measured(tmp_path):
+    """fitted_in: the model's identity (kvlab/latency/ttft.py model_identity), the note, synthetic, the prompts'
+    range; the last key of the document."""
+    _, document = fitted(tmp_path, "--model-config", QWEN_1_5B, "--measured-on", "a VM, no GPU", "--synthetic")
+    assert list(document)[-1] == "fitted_in"
+    assert document["fitted_in"] == expected_fitted_in(small_measurement(), QWEN_1_5B, "a VM, no GPU", True)
+    assert document["fitted_in"]["model"]["name"] == QWEN_1_5B.parent.name
+
+
+def test_budgets_refuse_a_model_fitted_without_its_model_config(tmp_path):
+    model, _ = fitted(tmp_path)
+    err = refused(budgets_argv(model), tmp_path / "out.csv", "it was fitted without --model-config")
+    assert "--gpu-system" in err and "--allow-other-setting prices anyway" in err, err
+
+
+def test_budgets_refuse_a_model_fitted_to_another_model(tmp_path):
+    """By identity: another model is refused, naming both; the same config.json under another name is the same
+    model."""
+    model, document = fitted(tmp_path, "--model-config", TINY)
+    theirs, mine = document["fitted_in"]["model"]["name"], model_identity(QWEN_1_5B)["name"]
+    assert (theirs, mine) == (TINY.parent.name, QWEN_1_5B.parent.name)
+    refused(budgets_argv(model), tmp_path / "out.csv", f"it was fitted to {theirs}, not {mine}")
+    renamed = tmp_path / "renamed" / "config.json"
+    renamed.parent.mkdir()
+    renamed.write_bytes(TINY.read_bytes())
+    call_ok(*budgets_argv(model, model_config=renamed), "--out", tmp_path / "out.csv")
+
+
+@pytest.mark.parametrize("tokens", [99, 101, 5011])
+def test_budgets_refuse_prompts_outside_the_fitted_range(tmp_path, tokens):
+    model, document = fitted(tmp_path, "--model-config", QWEN_1_5B)
+    low, high = document["fitted_in"]["tokens"]
+    assert not low <= tokens <= high
+    text = f"{SMALL_READS} requests are outside the {low}..{high} prompt tokens it was fitted on"
+    refused(budgets_argv(model, tokens=tokens), tmp_path / "out.csv", text)
+    call_ok(*budgets_argv(model, tokens=low), "--out", tmp_path / "out.csv")  # inside: priced
+
+
+@pytest.mark.parametrize("setting", ["tokens", "model"])
+def test_a_synthetic_fit_is_refused_even_with_allow_other_setting(tmp_path, setting):
+    """A fit to a generated measurement prices its own setting only: --allow-other-setting does not open it."""
+    model, document = fitted(tmp_path, "--model-config", QWEN_1_5B, "--synthetic")
+    assert document["fitted_in"]["synthetic"] is True
+    argv = budgets_argv(model, tokens=200) if setting == "tokens" else budgets_argv(model, model_config=TINY)
+    err = refused([*argv, "--allow-other-setting"], tmp_path / "out.csv", "the SYNTHETIC example measurement")
+    assert "--allow-other-setting" not in err, err  # not offered where it does not apply
+    call_ok(*budgets_argv(model), "--out", tmp_path / "out.csv")  # its own setting: priced
+
+
+def test_allow_other_setting_prices_anyway_and_labels_every_row(tmp_path):
+    """A real (not synthetic) fit to another model on other prompt lengths: priced with --allow-other-setting, each
+    row's outside_fit naming both differences; the figures are those of the same fit made in this setting."""
+    model, document = fitted(tmp_path, "--model-config", TINY)
+    low, high = document["fitted_in"]["tokens"]
+    allowed = tmp_path / "allowed.csv"
+    call_ok(*budgets_argv(model, tokens=200), "--allow-other-setting", "--out", allowed)
+    assert header(allowed) == [*BUDGETS_COLUMNS, "outside_fit"]
+    rows = read_csv(allowed)
+    assert rows
+    for row in rows:
+        assert row["outside_fit"] == (
+            f"it was fitted to {TINY.parent.name}, not {QWEN_1_5B.parent.name}; {SMALL_READS} requests are"
+            f" outside the {low}..{high} prompt tokens it was fitted on"
+        )
+    inside = tmp_path / "inside.json"  # the same tiers, as if fitted in this setting
+    document["fitted_in"] |= {"model": model_identity(QWEN_1_5B), "tokens": [200, 200]}
+    inside.write_text(json.dumps(document), encoding="utf-8")
+    plain = tmp_path / "plain.csv"
+    call_ok(*budgets_argv(inside, tokens=200), "--out", plain)
+    assert header(plain) == BUDGETS_COLUMNS
+    assert [{key: row[key] for key in BUDGETS_COLUMNS} for row in rows] == read_csv(plain)
+
+
+def test_allow_other_setting_names_an_unknown_model(tmp_path):
+    model, _ = fitted(tmp_path)
+    out = tmp_path / "out.csv"
+    call_ok(*budgets_argv(model), "--allow-other-setting", "--out", out)
+    unknown = "it was fitted without --model-config (its model is unknown)"
+    assert {row["outside_fit"] for row in read_csv(out)} == {unknown}
+
+
+def test_budgets_take_exactly_one_of_model_and_gpu_system(tmp_path):
+    model, _ = fitted(tmp_path, "--model-config", QWEN_1_5B)
+    out = tmp_path / "out.csv"
+    one = "give one of --model (a fitted model) and --gpu-system (priced from the hardware)"
+    refused([*budgets_argv(model), "--gpu-system", "h100_sxm", "--engine", "vllm"], out, one)
+    neither = budgets_argv(model)
+    del neither[1:3]  # --model MODEL
+    assert "--model" not in neither
+    refused(neither, out, one)
+    refused([*neither, "--gpu-system", "h100_sxm", "--allow-other-setting"], out, "--allow-other-setting applies to")
+
+
+def test_budgets_from_the_hardware_name_their_latency_source(tmp_path):
+    """--gpu-system prices each request from the hardware (no fit): a latency_source column, the hardware model's."""
+    from kvlab.latency.hardware import HardwareModel, HardwareSettings
+
+    argv = budgets_argv(None)
+    del argv[1:3]
+    out = tmp_path / "out.csv"
+    call_ok(*argv, "--gpu-system", "h100_sxm", "--engine", "vllm", "--out", out)
+    assert header(out) == [*BUDGETS_COLUMNS, "latency_source"]
+    chunk = ttft_cli.build_parser("kvlab ttft").parse_args([*map(str, argv), "--out", "o"]).chunk_tokens
+    hardware = HardwareSettings(model_config=str(QWEN_1_5B), gpu_system="h100_sxm", engine="vllm")
+    assert {row["latency_source"] for row in read_csv(out)} == {HardwareModel(hardware, chunk).source}
+
+
+def test_a_calibration_is_not_a_per_tier_model(tmp_path):
+    """`ttft fit --gpu-system` writes the hardware model's factors: budgets --model (and sweep) refuse it, exit 2."""
+    model, document = fitted(tmp_path, "--model-config", QWEN_1_5B, "--gpu-system", "h100_sxm")
+    assert "calibration" in document and "tiers" not in document
+    text = "a hardware calibration (kvlab ttft fit --gpu-system), not a per-tier model"
+    refused(budgets_argv(model), tmp_path / "out.csv", text)
+    status, err = call(*sweep_argv(model), "--vary", "gpu_tokens", "--grid", "0", "--out", tmp_path / "s.csv")
+    fails_with_one_line(status, err, "kvlab ttft sweep: error: ", text, code=2)

@@ -1,6 +1,7 @@
-"""kvlab from Python: :func:`plan`, :func:`replay`, :func:`curve` and :func:`size`, the work of ``kvlab plan``,
-``kvlab replay``, ``kvlab mrc`` and ``kvlab size`` (those commands parse their flags and call these functions, so
-what they print is what these return). docs/python.md shows them in use.
+"""kvlab from Python: :func:`plan`, :func:`replay`, :func:`curve`, :func:`size` and :func:`ttft_predict` (with
+:func:`ttft_breakeven` and :func:`ttft_systems`), the work of ``kvlab plan``, ``kvlab replay``, ``kvlab mrc``,
+``kvlab size`` and ``kvlab ttft predict`` (``breakeven``, ``systems``): those commands parse their flags and call
+these functions, so what they print is what these return. docs/python.md shows them in use.
 
 Every argument is keyword-only and named as the command's flag and the config key (``gpu_tokens`` is
 ``--gpu-tokens``, ``cpu_gib`` is ``--cpu-gib``), taking what the flag takes (``cpu_gib=1.5`` or ``"1.5"``) with the
@@ -13,8 +14,8 @@ byte), ``to_dict()`` that JSON as data, ``to_frame()`` a pandas DataFrame. Bad i
 (a setting the command refuses with exit 2) or :class:`KvlabError` (bad data or a file it cannot read, exit 1),
 both ValueErrors whose message is the one line the command prints after ``kvlab COMMAND: error:``.
 
-One module per function (``plans``, ``replays``, ``curves``, ``sizes``; what they share in ``common``), so that a
-command imports the domain its own function needs and no other: a job's code stamp (kvlab/workflow/stamps.py)
+One module per function (``plans``, ``replays``, ``curves``, ``sizes``, ``ttfts``; what they share in ``common``),
+so that a command imports the domain its own function needs and no other: a job's code stamp (kvlab/workflow/stamps.py)
 then reruns it only when that code changes. The names below come from their modules when first asked for
 (through importlib: importing the package, as every command's module does, runs none of them).
 """
@@ -26,11 +27,28 @@ HOMES = {
     "replays": ("replay", "Replay", "replay_settings", "replay_footprint", "SERVER_SETTINGS"),
     "curves": ("curve", "Curve", "CURVE_SETTINGS"),
     "sizes": ("size", "Size", "fitting"),
+    "ttfts": ("ttft_predict", "ttft_breakeven", "ttft_systems", "TtftPrediction"),
     "common": ("Grid", "workload_of", "compile_notice"),
 }
 HOME = {name: module for module, names in HOMES.items() for name in names}
 
-__all__ = ["Curve", "Grid", "KvlabError", "Plan", "Replay", "SettingError", "Size", "curve", "plan", "replay", "size"]
+__all__ = [
+    "Curve",
+    "Grid",
+    "KvlabError",
+    "Plan",
+    "Replay",
+    "SettingError",
+    "Size",
+    "TtftPrediction",
+    "curve",
+    "plan",
+    "replay",
+    "size",
+    "ttft_breakeven",
+    "ttft_predict",
+    "ttft_systems",
+]
 
 
 def __getattr__(name):

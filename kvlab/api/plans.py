@@ -1,5 +1,6 @@
 """``kvlab.plan``: a CPU offload budget for a workload and a model (what ``kvlab plan`` prints)."""
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -7,8 +8,10 @@ from dataclasses import dataclass, field
 from kvlab.api.common import (
     _choice,
     _exclusive,
+    _flag,
     _frame,
     _grid,
+    _hardware_values,
     _meter,
     _ratio,
     _Result,
@@ -18,6 +21,8 @@ from kvlab.api.common import (
 )
 from kvlab.util.errors import SettingError
 from kvlab.util.files import dump_json
+
+DEFAULT_GPUS_PER_NODE = 8  # the node --cpu-gib-per-node is divided over without --gpu-system
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,18 @@ class Plan(_Result):
         return cls(**rooms, **{key: document[key] for key in top}, text=text)
 
     def to_frame(self):
-        """One row per round, ``all`` first: the tokens served from GPU, from CPU, recomputed, the hit ratio."""
+        """One row per round, ``all`` first: the tokens served from GPU, from CPU, recomputed, the hit ratio (and
+        the predicted TTFT's percentiles, where the plan has them: ``gpu_system``)."""
         document = self.to_dict()
         columns = ["round", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "token_hit_ratio"]
         rows = [{**document, "round": "all"}, *document["rounds"]]
+        if "ttft" in document:
+            times = [document["ttft"]["all"], *document["ttft"]["rounds"]]
+            rows = [
+                {**row, **{key: value for key, value in time.items() if key != "round"}}
+                for row, time in zip(rows, times, strict=True)
+            ]
+            columns += [key for key in times[0] if key != "round"]
         return _frame([{key: row[key] for key in columns} for row in rows], columns)
 
 
@@ -55,7 +68,8 @@ def plan(
     model_config,
     gpu_tokens=None,
     gpu_gib=None,
-    cpu_gib=0,
+    cpu_gib=None,
+    cpu_gib_per_node=None,
     tp=1,
     kv_dtype="auto",
     chunk_tokens=None,
@@ -65,16 +79,31 @@ def plan(
     target_hit_ratio=None,
     engine=None,
     window_rule=None,
+    gpu_system=None,
+    engine_version=None,
+    latency_source=None,
+    efficiency=None,
+    memory_efficiency=None,
+    overhead_ms=None,
+    link_gbps=None,
+    copy_us=None,
+    link_latency_ms=None,
+    layerwise=False,
+    all_reduce=None,
     max_memory=None,
     **options,
 ):
     """A CPU offload budget for ``workload`` served by the model of ``model_config`` (a Hugging Face config.json):
     the tokens served from GPU, from CPU and recomputed per round, and the GiB full reuse (or ``target_hit_ratio``)
-    takes; ``kvlab plan``'s flags, one of ``gpu_tokens`` and ``gpu_gib``. A :class:`Plan`, or a :class:`Grid` of them
-    where ``gpu_tokens``, ``gpu_gib`` or ``cpu_gib`` is a list."""
+    takes; ``kvlab plan``'s flags, one of ``gpu_tokens`` and ``gpu_gib``. ``cpu_gib`` is per GPU (default 0), or
+    ``cpu_gib_per_node``, the node's, is divided over the instance's ranks on a node (min(tp, GPUs per node): the
+    ``gpu_system``'s, else 8). With ``gpu_system`` (and ``engine``) the plan also prices each round's TTFT
+    (:class:`kvlab.latency.hardware.HardwareSettings`' keywords; None: its default). A :class:`Plan`, or a
+    :class:`Grid` of them where ``gpu_tokens``, ``gpu_gib``, ``cpu_gib`` or ``cpu_gib_per_node`` is a list."""
     settings = dict(locals())
     settings.update(settings.pop("options"))
-    return _grid(_plan, settings, ("gpu_tokens", "gpu_gib", "cpu_gib"))
+    priced = functools.partial(_plan, models={})  # one hardware model for every point of a grid
+    return _grid(priced, settings, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node"))
 
 
 def plan_setting(
@@ -108,7 +137,7 @@ def plan_setting(
     return made, shape, per_token, gpu_tokens if gpu_tokens is not None else tokens_in(gpu_gib, per_token)
 
 
-def _plan(*, workload, model_config, max_memory, **settings):
+def _plan(*, workload, model_config, max_memory, models, **settings):
     from kvlab.cache.costs import WINDOW_RULES
     from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.cache.write_policies import WRITE_POLICIES
@@ -118,6 +147,7 @@ def _plan(*, workload, model_config, max_memory, **settings):
     from kvlab.sizing.model_size import KV_DTYPES, decimal_gib
     from kvlab.workloads import whole_number
 
+    hardware = {key: settings.pop(key) for key in HARDWARE_SETTINGS}
     options = {key: settings.pop(key) for key in list(settings) if key not in PLAN_SETTINGS}
     checked = {
         "tp": _setting("tp", whole_number(1, 2**20), settings["tp"]),
@@ -128,12 +158,20 @@ def _plan(*, workload, model_config, max_memory, **settings):
         "gpu_tokens": _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"]),
         "gpu_gib": _setting("gpu_gib", decimal_gib, settings["gpu_gib"]),
         "cpu_gib": _setting("cpu_gib", decimal_gib, settings["cpu_gib"]),
+        "cpu_gib_per_node": _setting("cpu_gib_per_node", decimal_gib, settings["cpu_gib_per_node"]),
         "write_policy": _choice("write_policy", settings["write_policy"], tuple(WRITE_POLICIES)),
         "target_hit_ratio": _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"]),
         "engine": _choice("engine", settings["engine"], ENGINES),
         "window_rule": _choice("window_rule", settings["window_rule"], WINDOW_RULES),
     }
     _exclusive(checked, "gpu_tokens", "gpu_gib")
+    if checked["cpu_gib"] is not None and checked["cpu_gib_per_node"] is not None:
+        raise SettingError("argument --cpu-gib-per-node: not allowed with argument --cpu-gib")
+    hardware = _hardware(hardware, checked["engine"])
+    node = None
+    if checked["cpu_gib_per_node"] is not None:
+        node = _per_node(checked["cpu_gib_per_node"], checked["tp"], hardware)
+        checked["cpu_gib"] = node["cpu_gib"]
     if checked["cpu_gib"] is None:
         checked["cpu_gib"] = decimal_gib(0)
     window_rule = checked["window_rule"] or ("in-window" if checked["engine"] == "vllm" else "all-layers")
@@ -143,6 +181,10 @@ def _plan(*, workload, model_config, max_memory, **settings):
         model_config,
         **{key: checked[key] for key in ("tp", "kv_dtype", "chunk_tokens", "gpu_tokens", "gpu_gib")},
     )
+    priced = None  # the hardware model that prices the TTFT (made before the plan: a bad setting stops at once)
+    if hardware is not None:
+        setting = (model_config, checked["engine"], checked["tp"], checked["kv_dtype"], made.block_tokens)
+        priced = _hardware_model(hardware, *setting, models)
     meter = _meter(max_memory, FOOTPRINT)
     result = planner.plan(
         made,
@@ -162,13 +204,108 @@ def _plan(*, workload, model_config, max_memory, **settings):
         window_rule,
         checked["chunk_tokens"],
     )
+    if node is not None:
+        cache = result["cache"]
+        at = list(cache).index("cpu_tokens") + 1
+        given = {"cpu_gib_per_node": float(node["cpu_gib_per_node"]), "ranks_per_node": node["ranks_per_node"]}
+        given["gpus_per_node"] = node["gpus_per_node"]
+        result["cache"] = dict([*list(cache.items())[:at], *given.items(), *list(cache.items())[at:]])
+    if priced is not None:
+        rules = {key: checked[key] for key in ("write_policy", "partial_blocks", "eviction_order")}
+        rooms = (checked["tp"], checked["kv_dtype"], gpu_tokens, checked["cpu_gib"])
+        result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter)
     return Plan.of(dump_json(result))
+
+
+# --- the hardware's TTFT (kvlab/latency/hardware.py) and the node's budget ------------------------------------
+
+
+# HardwareSettings' fields but the plan's own (model_config, engine, tp, kv_dtype), in its order
+HARDWARE_SETTINGS = (  # tests/test_plan_ttft.py holds it to HardwareSettings' fields (named here: no import)
+    "gpu_system",
+    "engine_version",
+    "latency_source",
+    "efficiency",
+    "memory_efficiency",
+    "overhead_ms",
+    "link_gbps",
+    "copy_us",
+    "link_latency_ms",
+    "layerwise",
+    "all_reduce",
+)
+
+
+def _hardware(given, engine):
+    """The hardware settings given (None: their default), checked; None without ``gpu_system`` (then none other
+    may be given): the plan prices no TTFT."""
+    if given["gpu_system"] is None:
+        for name in HARDWARE_SETTINGS:
+            if given[name] is not None and given[name] is not False:
+                raise SettingError(f"argument {_flag(name)}: prices the TTFT, which takes --gpu-system")
+        return None
+    if engine is None:
+        raise SettingError("argument --gpu-system: the TTFT is the engine's: give --engine too (vllm, lmcache, sglang)")
+    return _hardware_values({name: given[name] for name in HARDWARE_SETTINGS})
+
+
+def _per_node(amount, tp, hardware):
+    """The per-GPU budget of ``amount`` GiB of a node's host memory for the KV cache: divided over the instance's
+    ranks on the node, min(tp, GPUs per node: the ``gpu_system``'s, else 8), rounded down to the 18 decimal places
+    a budget takes. Every engine sizes its CPU cache per rank (LMCache's max_local_cpu_size per worker, SGLang's
+    --hicache-size per rank); vLLM's --kv-offloading-size is then the ranks' total (kvlab/sizing/engines.py)."""
+    import math
+    from fractions import Fraction
+
+    from kvlab.sizing.model_size import MAX_GIB_PLACES, decimal_gib
+
+    if hardware is not None:
+        from kvlab.latency.systems import read_system
+
+        gpus = read_system(hardware["gpu_system"]).gpus_per_node
+    else:
+        gpus = DEFAULT_GPUS_PER_NODE
+    ranks = min(tp, gpus)
+    steps = math.floor(Fraction(amount) * 10**MAX_GIB_PLACES / ranks)  # exact, then down
+    whole, places = divmod(steps, 10**MAX_GIB_PLACES)
+    text = f"{whole}.{places:0{MAX_GIB_PLACES}d}".rstrip("0").rstrip(".")
+    return {"cpu_gib": decimal_gib(text), "cpu_gib_per_node": amount, "ranks_per_node": ranks, "gpus_per_node": gpus}
+
+
+def _hardware_model(hardware, model_config, engine, tp, kv_dtype, block_tokens, models):
+    """The :class:`kvlab.latency.hardware.HardwareModel` of the plan's setting, made once per grid (``models``)."""
+    from pathlib import Path
+
+    from kvlab.latency.hardware import HardwareModel, HardwareSettings
+
+    settings = HardwareSettings(
+        model_config=Path(model_config).as_posix(), engine=engine, tp=tp, kv_dtype=kv_dtype, **hardware
+    )
+    key = (settings, block_tokens)
+    if key not in models:
+        models[key] = HardwareModel(settings, block_tokens)
+    return models[key]
+
+
+def _ttft(model, made, shape, rooms, rules, window_rule, meter):
+    """The plan's ``ttft``: one replay at its rooms, each request priced by the hardware ``model``, the percentiles
+    in all and per round, and what priced them (``latency``)."""
+    from kvlab.latency.pricing import price_requests, round_times
+    from kvlab.loop import replay
+    from kvlab.sizing.plan import plan_cache
+
+    cache = plan_cache(made, shape, *rooms, **rules, window_rule=window_rule)
+    parts = []
+    replay(made, cache, parts, meter=meter)
+    everything, per_round = round_times(price_requests(model, parts), made.rounds)
+    return {"latency": model.describe(), "all": everything, "rounds": per_round}
 
 
 PLAN_SETTINGS = (
     "gpu_tokens",
     "gpu_gib",
     "cpu_gib",
+    "cpu_gib_per_node",
     "tp",
     "kv_dtype",
     "chunk_tokens",
@@ -178,4 +315,5 @@ PLAN_SETTINGS = (
     "target_hit_ratio",
     "engine",
     "window_rule",
+    *HARDWARE_SETTINGS,
 )

@@ -118,12 +118,21 @@ def replay_footprint(cache, per_request):
 
 
 def _replay(*, workload, per_request, max_memory, progress, **settings):
+    from kvlab.loop import per_request_csv, report
+
+    made, described, totals, rows = replay_parts(workload, per_request, max_memory, progress, settings)
+    table = per_request_csv(made, rows) if rows is not None else None
+    return Replay.of(dump_json(report(made, described, totals)), table)
+
+
+def replay_parts(workload, per_request, max_memory, progress, settings):
+    """``(workload, the cache described, totals, per-request parts or None)`` of one checked replay: what
+    :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
     from kvlab.cache.eviction import EVICTION_POLICIES
     from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
     from kvlab.cache.llama_cpp import SERVERS, LlamaCppServer
     from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.cache.write_policies import WRITE_POLICIES
-    from kvlab.loop import per_request_csv, report
     from kvlab.loop import replay as replayed
     from kvlab.workloads import whole_number
 
@@ -177,8 +186,7 @@ def _replay(*, workload, per_request, max_memory, progress, **settings):
     finally:
         if bar:
             bar.close()
-    table = per_request_csv(made, rows) if rows is not None else None
-    return Replay.of(dump_json(report(made, described, totals)), table)
+    return made, described, totals, rows
 
 
 # --- curve ----------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 the cache's rules and policies, whose names and defaults are :class:`kvlab.cache.interface.CacheSettings`' fields (a
 plan's setting is kvlab/cli/plan.py's)."""
 
+import dataclasses
 from dataclasses import fields
 
 from kvlab.api import common
@@ -12,16 +13,18 @@ from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.cli.base import UsageError, argument
 from kvlab.cli.types import number_in
 from kvlab.util.memory import memory_size
-from kvlab.workloads import WORKLOADS
+from kvlab.workloads import WORKLOADS, whole_number
 
 __all__ = [
     "add_block_rule_arguments",
     "add_cache_policy_arguments",
+    "add_hardware_arguments",
     "add_lmcache_switches",
     "add_memory_argument",
     "add_workload_arguments",
     "build_cache",
     "cache_settings",
+    "hardware_settings",
     "hit_ratio",
     "make_meter",
     "make_workload",
@@ -145,3 +148,67 @@ def build_cache(args, workload):
     """The cache the arguments describe for ``workload``, compiled where the settings allow (the replay's engine);
     a bad combination is a usage error."""
     return cache_settings(args, workload.block_tokens).build(workload)
+
+
+HARDWARE_HELP = {  # kvlab.latency.hardware.HardwareSettings' fields as flags
+    "model_config": "the model's whole Hugging Face config.json",
+    "gpu_system": "an aiconfigurator-core system (kvlab ttft systems: h100_sxm, ...) or a .yaml file of its fields",
+    "engine": "the engine whose offload design prices a load (default %(default)s)",
+    "engine_version": "the database's engine version (default: its current one; kvlab ttft systems lists them)",
+    "tp": "tensor-parallel degree (default %(default)s)",
+    "latency_source": "database: aiconfigurator-core's measured kernels; roofline: config.json and the system's"
+    " specs; auto (default): the database where it covers the model, else the roofline",
+    "efficiency": "the roofline's fraction of peak FLOP/s (default %(default)s)",
+    "memory_efficiency": "the roofline's fraction of HBM bandwidth (default %(default)s)",
+    "overhead_ms": "the roofline's fixed ms per step (default %(default)s)",
+    "link_gbps": "the CPU->GPU link's peak in GB/s (default: the system's PCIe figure)",
+    "copy_us": "the link's cost per copy in microseconds (default: the engine's, kvlab/latency/transfer.py)",
+    "link_latency_ms": "a fixed ms per load (default %(default)s)",
+    "layerwise": "LMCache's use_layerwise: load layer by layer beside the compute (--engine lmcache)",
+    "all_reduce": "the roofline's tensor-parallel all-reduces: ring (default) or none (Mooncake's Eq. 2 assumes none)",
+    "kv_dtype": "the element the KV cache is stored in (default %(default)s)",
+}
+
+
+def add_hardware_arguments(parser, skip=(), optional=False, helps=None):
+    """The flags of :class:`kvlab.latency.hardware.HardwareSettings` but ``skip`` (a command's own flags); with
+    ``optional`` none is required (the command prices from the hardware only where ``--gpu-system`` is given);
+    ``helps`` replaces a flag's help."""
+    from kvlab.latency.hardware import CHOICES, NUMBERS, HardwareSettings
+    from kvlab.sizing.model_size import KV_DTYPES
+
+    choices = {**CHOICES, "kv_dtype": tuple(KV_DTYPES)}
+    types = {name: argument(number_in(*bounds)) for name, bounds in NUMBERS.items()}
+    types["tp"] = argument(whole_number(1, 2**20))
+    helps = {**HARDWARE_HELP, **(helps or {})}
+    group = parser.add_argument_group("hardware (kvlab/latency/hardware.py)")
+    for setting in fields(HardwareSettings):
+        name = setting.name
+        if name in skip:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name == "model_config":
+            parser.inputs.append(name)
+        if setting.type is bool:
+            group.add_argument(flag, action="store_true", help=helps[name])
+            continue
+        missing = setting.default is dataclasses.MISSING
+        required, default = missing and not optional, None if missing else setting.default
+        group.add_argument(
+            flag,
+            required=required,
+            default=default,
+            choices=choices.get(name),
+            type=types.get(name),
+            metavar=None if name in choices else name.upper(),
+            help=helps[name],
+        )
+
+
+def hardware_settings(args, **given):
+    """The :class:`kvlab.latency.hardware.HardwareSettings` the flags (and ``given``) describe."""
+    from kvlab.latency.hardware import HardwareSettings
+
+    names = {setting.name for setting in fields(HardwareSettings)}
+    values = {name: getattr(args, name) for name in names if hasattr(args, name)}
+    return HardwareSettings(**{**values, **given})

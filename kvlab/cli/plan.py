@@ -3,9 +3,11 @@ recomputed per round, and the GiB (2**30 bytes) full reuse (or a target hit rati
 
 from kvlab.api import plans
 from kvlab.cache.costs import WINDOW_RULES
-from kvlab.cli.base import Outputs, Parser, argument, deprecated, run, summary
+from kvlab.cli.base import Outputs, Parser, argument, deprecated, listing, run, summary
 from kvlab.cli.flags import (
+    HARDWARE_HELP,
     add_block_rule_arguments,
+    add_hardware_arguments,
     add_memory_argument,
     add_workload_arguments,
     add_write_policy_argument,
@@ -19,10 +21,13 @@ from kvlab.workloads import whole_number
 
 FORMATS = ("json", "table")
 gib_amount = argument(decimal_gib)
+gib_amounts = listing(decimal_gib, "GiB amounts")
+HARDWARE_OWN = ("model_config", "engine", "tp", "kv_dtype")  # the hardware's settings that are plan's own flags
 
 
-def add_plan_arguments(parser):
-    """The setting of a plan: the workload's source, the model, the chunks, the rooms and the write policy."""
+def add_plan_arguments(parser, grid=False):
+    """The setting of a plan: the workload's source, the model, the chunks, the rooms and the write policy; with
+    ``grid`` (``kvlab plan``'s) the CPU budget is a list, per GPU or per node."""
     add_workload_arguments(parser)
     model = parser.add_argument_group("model")
     parser.inputs.append("model_config")
@@ -49,12 +54,30 @@ def add_plan_arguments(parser):
     gpu = cache.add_mutually_exclusive_group(required=True)
     gpu.add_argument("--gpu-tokens", type=tokens, help="the GPU's KV room in tokens (vLLM's figure)")
     gpu.add_argument("--gpu-gib", type=gib_amount, help=f"the GPU's KV room in GiB (2**30 bytes; at most {MAX_GIB})")
-    cache.add_argument(
-        "--cpu-gib",
-        type=gib_amount,
-        default=decimal_gib(0),
-        help=f"CPU offload budget in GiB (2**30 bytes; default 0, at most {MAX_GIB})",
-    )
+    if grid:
+        cpu = cache.add_mutually_exclusive_group()
+        cpu.add_argument(
+            "--cpu-gib",
+            type=gib_amounts,
+            help=f"CPU offload budget per GPU in GiB (2**30 bytes; default 0, at most {MAX_GIB}); a comma-separated"
+            " list of distinct budgets plans each (a JSON array, in order)",
+        )
+        cpu.add_argument(
+            "--cpu-gib-per-node",
+            type=gib_amounts,
+            metavar="AMOUNT[,AMOUNT...]",
+            help="instead: the node's host memory for the KV cache in GiB, divided over the instance's ranks on the"
+            " node (per GPU: AMOUNT / min(tp, GPUs per node), as each engine sizes its CPU cache per rank); GPUs per"
+            f" node: --gpu-system's, else {plans.DEFAULT_GPUS_PER_NODE}",
+        )
+        deprecated(parser, "--cpu-gb-per-node", "--cpu-gib-per-node")
+    else:
+        cache.add_argument(
+            "--cpu-gib",
+            type=gib_amount,
+            default=decimal_gib(0),
+            help=f"CPU offload budget in GiB (2**30 bytes; default 0, at most {MAX_GIB})",
+        )
     deprecated(parser, "--gpu-gb", "--gpu-gib")
     deprecated(parser, "--cpu-gb", "--cpu-gib")
     add_write_policy_argument(
@@ -73,7 +96,7 @@ def plan_setting(args):
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    add_plan_arguments(parser)
+    add_plan_arguments(parser, grid=True)
     parser.add_argument(
         "--target-hit-ratio",
         type=argument(hit_ratio),
@@ -92,16 +115,37 @@ def build_parser(prog):
         " allocator: only the last window of each request; budgets by bisection over replays); default in-window"
         " with --engine vllm, else all-layers",
     )
+    gpu_system = "also the predicted TTFT per round on this system (with --engine): " + HARDWARE_HELP["gpu_system"]
+    gpu_system += "; its GPUs per node divide --cpu-gib-per-node"
+    add_hardware_arguments(parser, skip=HARDWARE_OWN, optional=True, helps={"gpu_system": gpu_system})
     add_memory_argument(parser)
     return parser
 
 
+def hardware_given(args):
+    """The hardware flags given (the others None: their defaults are kvlab.latency.hardware's); one given without
+    --gpu-system is a usage error, in the words of kvlab.plan's."""
+    given = getattr(args, "_given", set())
+    return {key: getattr(args, key) if key in given or key == "layerwise" else None for key in plans.HARDWARE_SETTINGS}
+
+
+def one_or_list(values):
+    """A flag's list as the API takes it: one value alone (a plan), several a list (a grid), none None."""
+    return values[0] if values is not None and len(values) == 1 else values
+
+
 def execute(args, parser):
     from kvlab.sizing.plan import table
+    from kvlab.util.files import dump_json
 
-    settings = {key: getattr(args, key) for key in (*PLAN_FLAGS, *plans.PLAN_SETTINGS, "max_memory")}
-    result = plans.plan(workload=args.workload, **workload_options(args), **settings)
-    return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
+    keys = [key for key in (*PLAN_FLAGS, *plans.PLAN_SETTINGS, "max_memory") if key not in plans.HARDWARE_SETTINGS]
+    settings = {key: getattr(args, key) for key in keys}
+    settings |= {key: one_or_list(settings[key]) for key in ("cpu_gib", "cpu_gib_per_node")}
+    result = plans.plan(workload=args.workload, **workload_options(args), **settings, **hardware_given(args))
+    if isinstance(result, plans.Plan):
+        return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
+    documents = result.to_dict()  # a grid: one plan per budget, in the order given
+    return Outputs(stdout="\n".join(map(table, documents)) if args.format == "table" else dump_json(documents))
 
 
 def main(argv, prog):

@@ -9,6 +9,8 @@ NAMES = (  # kvlab.report.plots.PLOTS's keys (a test checks), without importing 
     "ttft_per_pass",
     "predicted_vs_measured",
     "ttft_budgets",
+    "ttft_hardware_lab",
+    "ttft_hardware_budgets",
     "real_ttft_per_pass",
     "real_predicted_vs_measured",
     "trace_reuse",

@@ -14,6 +14,13 @@ from kvlab.cli.types import block_tokens, tokens
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
+    add_replay_arguments(parser)
+    parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+    return parser
+
+
+def add_replay_arguments(parser):
+    """A replay's setting: the cache, or a server's own design, the workload and the memory stop."""
     cache = parser.add_argument_group("cache")
     cache.add_argument("--gpu-tokens", required=True, type=tokens, help="GPU room in tokens")
     cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")
@@ -37,10 +44,8 @@ def build_parser(prog):
         help="tokens a saved state holds beyond the request (its question, its completion, its fixed bytes)",
     )
     server.add_argument("--bos", action="store_true", help="every prompt starts with the same BOS token")
-    parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
     add_workload_arguments(parser)
     add_memory_argument(parser)
-    return parser
 
 
 DELAY = "KVLAB_PROGRESS_DELAY"  # seconds before a bar shows (default 1: a quick command shows none)

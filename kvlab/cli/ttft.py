@@ -1,14 +1,18 @@
-"""``kvlab ttft``: what TTFT to expect. ``fit``: the per-tier model fitted to a measurement, predicted vs
-measured; ``sweep``: predicted TTFT per pass across a lab sweep; ``budgets``: predicted TTFT per round at
-each CPU budget of a plan."""
+"""``kvlab ttft``: what TTFT to expect. ``predict``: a workload's TTFT priced from the hardware (measured
+kernels or a roofline, and the link); ``breakeven``: the bandwidth above which loading a prefix beats
+recomputing it; ``systems``: the GPU systems and engine versions the kernel database covers; ``fit``: the
+per-tier model fitted to a measurement, predicted vs measured; ``sweep``: predicted TTFT per pass across a
+lab sweep; ``budgets``: predicted TTFT per round at each CPU budget of a plan."""
 
 from kvlab.cache.compiled import READING_BYTES
 from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, deprecated, listing, run, summary
-from kvlab.cli.flags import add_memory_argument, make_meter
+from kvlab.cli.flags import add_hardware_arguments, add_memory_argument, hardware_settings, make_meter, workload_options
 from kvlab.cli.plan import add_plan_arguments, plan_setting
+from kvlab.cli.replay import add_replay_arguments
 from kvlab.cli.types import named_order, named_rooms, rooms, tokens
+from kvlab.latency.calibrate import FACTORS
 from kvlab.latency.ttft import MAX_READS
 from kvlab.sizing.model_size import decimal_gib
 from kvlab.util.files import csv_text, dump_json
@@ -24,6 +28,20 @@ def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     documents = argument(whole_number(1))
+
+    predict = commands.add_parser("predict", help="a workload's TTFT priced from the hardware (JSON)")
+    predict.set_defaults(parser=predict)
+    add_replay_arguments(predict)
+    add_hardware_arguments(predict)
+    predict.add_output("--per-request", metavar="FILE", help="also write each request's tier split and TTFT (CSV)")
+
+    breakeven = commands.add_parser("breakeven", help="the GB/s above which loading a prefix beats recomputing it")
+    breakeven.set_defaults(parser=breakeven)
+    breakeven.add_argument("--prefix-tokens", required=True, type=documents, help="the prefix's tokens")
+    add_hardware_arguments(breakeven)
+
+    systems = commands.add_parser("systems", help="the GPU systems and engine versions the kernel database covers")
+    systems.set_defaults(parser=systems)
 
     fitting = commands.add_parser("fit", help="fit the model to a measurement; predicted vs measured")
     fitting.set_defaults(parser=fitting)
@@ -55,6 +73,25 @@ def build_parser(prog):
         metavar="DOC",
         help="fit on these documents' requests only (repeat) and compare on the others': out of sample",
     )
+    fitting.add_input("--model-config", help="the measured model's config.json: the fit then prices that model only")
+    fitting.add_argument("--measured-on", metavar="TEXT", help="the hardware and server measured on, for the record")
+    fitting.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="the measurement is generated (the example): it prices its own setting only",
+    )
+    add_hardware_arguments(fitting, skip=("model_config",), optional=True)
+    fitting.add_argument(
+        "--fit-factor",
+        dest="fit_factors",
+        action="append",
+        choices=sorted(FACTORS),
+        help="with --gpu-system: a factor of the hardware model to fit (repeat; default efficiency, link_gbps,"
+        " overhead_ms); the others stay at their flags' values",
+    )
+    fitting.add_argument(
+        "--block-tokens", type=documents, help="with --gpu-system: the cache's block (default: one per document)"
+    )
     fitting.add_output("--model", required=True, help="the model and the comparison (JSON) to write")
     fitting.add_output("--table", required=True, help="the predicted-vs-measured table (CSV) to write")
 
@@ -76,8 +113,14 @@ def build_parser(prog):
 
     budgets = commands.add_parser("budgets", help="predicted TTFT per round at each CPU budget of a plan (CSV)")
     budgets.set_defaults(parser=budgets)
-    budgets.add_input("--model", required=True, help="the fitted model (fit's JSON)")
+    budgets.add_input("--model", help="the fitted model (fit's JSON); or price from the hardware: --gpu-system")
     add_plan_arguments(budgets)
+    add_hardware_arguments(budgets, skip=("model_config", "tp", "kv_dtype"), optional=True)
+    budgets.add_argument(
+        "--allow-other-setting",
+        action="store_true",
+        help="price with a fitted model outside the setting it was fitted in (each row then names the difference)",
+    )
     budgets.add_argument("--cpu-gib-grid", required=True, type=listing(decimal_gib, "GiB amounts"), help="GiB each")
     deprecated(budgets, "--cpu-gb-grid", "--cpu-gib-grid")
     budgets.add_output("--out", required=True, help="the CSV file to write")
@@ -94,6 +137,10 @@ def check_reads(docs, passes, points=1, most=MAX_ACCESSES):
 def fit(args):
     from kvlab.latency.ttft import TABLE_COLUMNS, fit_report
 
+    if args.gpu_system is not None:
+        return calibrate(args)
+    if args.fit_factors or args.block_tokens:
+        raise UsageError("--fit-factor and --block-tokens calibrate the hardware model: give --gpu-system")
     configs = dict(args.config)
     if len(configs) != len(args.config):
         raise UsageError("--config: a config name is given twice")
@@ -104,8 +151,61 @@ def fit(args):
     if fit_docs is not None and max(fit_docs) >= args.docs:
         raise UsageError(f"--fit-doc: the documents are 0..{args.docs - 1}")
     server = (args.server, args.state_extra_tokens) if args.server else None
-    document, rows = fit_report(args.measurement, configs, args.passes, args.docs, args.tokens, server, fit_docs)
+    fitted_in = {"model_config": args.model_config, "measured_on": args.measured_on, "synthetic": args.synthetic}
+    document, rows = fit_report(
+        args.measurement, configs, args.passes, args.docs, args.tokens, server, fit_docs, fitted_in
+    )
     return {args.model: dump_json(document), args.table: csv_text(rows, TABLE_COLUMNS)}
+
+
+CALIBRATION_COLUMNS = (
+    "config",
+    "pass",
+    "n",
+    "measured_p50_ms",
+    "predicted_p50_ms",
+    "p50_ratio",
+    "p50_error",
+)
+
+
+def calibrate(args):
+    """``ttft fit --gpu-system``: the hardware model's factors fitted to the measurement (the roofline's)."""
+    from kvlab.latency.calibrate import FIT, calibrate_measurement
+
+    if args.model_config is None:
+        raise UsageError("--gpu-system: the hardware model needs --model-config")
+    configs = dict(args.config)
+    check_reads(args.docs, args.passes, most=MAX_READS)
+    fit_docs = None if args.fit_docs is None else set(args.fit_docs)
+    if fit_docs is not None and max(fit_docs) >= args.docs:
+        raise UsageError(f"--fit-doc: the documents are 0..{args.docs - 1}")
+    source = "roofline" if args.latency_source == "auto" else args.latency_source  # only the roofline has factors
+    settings = hardware_settings(args, model_config=args.model_config, latency_source=source)
+    server = (args.server, args.state_extra_tokens) if args.server else None
+    document = calibrate_measurement(
+        args.measurement,
+        configs,
+        args.passes,
+        args.docs,
+        args.tokens,
+        settings,
+        args.block_tokens,
+        server,
+        fit_docs,
+        tuple(args.fit_factors or FIT),
+    )
+    document["fitted_in"] = {"measured_on": args.measured_on, "synthetic": args.synthetic}
+    rows = [
+        {key: row[key] for key in CALIBRATION_COLUMNS} | {"tiers": tiers_text(row["tiers"])}
+        for row in document["passes"]
+    ]
+    return {args.model: dump_json(document), args.table: csv_text(rows, (*CALIBRATION_COLUMNS, "tiers"))}
+
+
+def tiers_text(tiers):
+    """``recompute 5; cpu_load 2``: a pass's tiers in one CSV cell."""
+    return "; ".join(f"{tier} {count}" for tier, count in tiers.items())
 
 
 def sweep(args):
@@ -147,17 +247,60 @@ def budgets_footprint(workload, write_policy, rules):
 
 
 def budgets(args):
-    from kvlab.latency.ttft import budget_rows, read_model
+    from kvlab.latency.ttft import budget_rows, fitted_model
 
+    if (args.model is None) == (args.gpu_system is None):
+        raise UsageError("give one of --model (a fitted model) and --gpu-system (priced from the hardware)")
     workload, _, per_token, gpu_tokens = plan_setting(args)
-    model = read_model(args.model)
+    if args.model is not None:
+        model, outside = fitted_model(args.model, args.model_config, workload, args.allow_other_setting)
+    else:
+        from kvlab.latency.hardware import HardwareModel
+
+        if args.allow_other_setting:
+            raise UsageError("--allow-other-setting applies to a fitted --model only")
+        model, outside = HardwareModel(hardware_settings(args), workload.block_tokens), None
     rules = {"partial_blocks": args.partial_blocks, "eviction_order": args.eviction_order}
     meter = make_meter(args, budgets_footprint(workload, args.write_policy, rules))
     rows = budget_rows(model, workload, gpu_tokens, per_token, args.cpu_gib_grid, args.write_policy, rules, meter)
+    if outside:
+        rows = [{**row, "outside_fit": "; ".join(filter(None, (outside, row.get("outside_fit"))))} for row in rows]
+    if args.gpu_system is not None:
+        rows = [{**row, "latency_source": model.source} for row in rows]
     return {args.out: csv_text(rows, tuple(rows[0]) if rows else ("cpu_gib",))}
 
 
+def predict(args):
+    from kvlab.api import replays, ttfts
+    from kvlab.cli.replay import progress_bar
+    from kvlab.latency.hardware import settings_names
+
+    settings = {key: getattr(args, key) for key in (*replays.replay_settings(), *settings_names(), "max_memory")}
+    keep = args.per_request is not None
+    result = ttfts.ttft_predict(
+        workload=args.workload, **workload_options(args), **settings, per_request=keep, progress=progress_bar
+    )
+    return Outputs({args.per_request: result.per_request} if keep else {}, result.text)
+
+
+def breakeven(args):
+    from kvlab.api import ttfts
+
+    return Outputs(stdout=ttfts.ttft_breakeven(prefix_tokens=args.prefix_tokens, **vars(hardware_settings(args))))
+
+
+def systems(args):
+    from kvlab.api import ttfts
+
+    return Outputs(stdout=ttfts.ttft_systems())
+
+
+COMMANDS = {"predict": predict, "breakeven": breakeven, "systems": systems}
+
+
 def execute(args, parser):
+    if args.command in COMMANDS:
+        return COMMANDS[args.command](args)
     return Outputs({"fit": fit, "sweep": sweep, "budgets": budgets}[args.command](args))
 
 

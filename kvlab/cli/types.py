@@ -2,26 +2,11 @@
 configs and passes. Kept apart from the flag groups, so that a command that needs only these imports nothing
 of the cache."""
 
-import math
-
 from kvlab.cli.base import argument, listing
-from kvlab.util.files import number_text, shown
+from kvlab.util.files import number_in, shown
 from kvlab.workloads import ORDERS, whole_number
 
 __all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "rooms", "tokens"]
-
-
-def number_in(low, high, what):
-    """A converter to a number from ``low`` to ``high`` (``what`` names them in the error); NaN, the infinities
-    and text are refused."""
-
-    def convert(text):
-        value = float(text) if number_text(text) else math.nan
-        if not low <= value <= high:
-            raise ValueError(f"expected {what}, got {shown(text)}")
-        return value
-
-    return convert
 
 
 tokens = argument(whole_number(0))  # a room in tokens

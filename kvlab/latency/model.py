@@ -91,7 +91,12 @@ class LatencyModel:
 
     def tier(self, name):
         if name not in self.fits:
-            raise ValueError(f"the measurement has no {name} request to fit its time")
+            fitted = ", ".join(self.fits) or "none"
+            raise ValueError(
+                f"this model has no {name} time, its measurement had no {name} request (it has {fitted}):"
+                " measure a setting that serves some (a recompute with offload needs a config with a CPU tier),"
+                " or price from the hardware (--gpu-system; kvlab ttft predict)"
+            )
         return self.fits[name]
 
     def predict(self, tier, tokens):

@@ -19,10 +19,11 @@ from pathlib import Path
 from kvlab.latency.measurement import CONFIGS, describe, read_records
 from kvlab.latency.model import MAX_MS, TIERS, LatencyModel, tier_of
 from kvlab.sizing.model_size import tokens_in
+from kvlab.util.errors import SettingError as Refused  # a setting refused (exit 2), not a measurement's error
 from kvlab.util.files import finite, read_json, shown
 from kvlab.workloads import MAX_WHOLE
 
-__all__ = ["TABLE_COLUMNS", "SettingError", "budget_rows", "fit_report", "read_model", "sweep_rows"]
+__all__ = ["TABLE_COLUMNS", "SettingError", "budget_rows", "fit_report", "fitted_model", "read_model", "sweep_rows"]
 
 TABLE_COLUMNS = (
     "config",
@@ -105,6 +106,19 @@ def server_tiers(design, gpu_tokens, cpu_tokens, reads):
 SERVER_TIER = {"gpu": "gpu_hit", "cpu": "cpu_load", "miss": "recompute"}
 
 
+def served_tiers(requests, configs, reads, docs, tokens, server=None):
+    """``{(config, pass, doc): tier}``: the setting's reads replayed per config through the lab's design (or
+    ``server``'s), each document of its measured length (else ``tokens``)."""
+    lengths = dict.fromkeys(range(docs), tokens)  # a measured document's own length wins
+    lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
+    served = {}
+    for config, (gpu, cpu) in configs.items():
+        read = [(doc, lengths[doc]) for _, doc in reads]
+        tiers = server_tiers(server, gpu, cpu, read) if server else access_tiers("write-through", gpu, cpu, read)
+        served.update({(config, name, doc): tier for (name, doc), tier in zip(reads, tiers, strict=True)})
+    return served
+
+
 def fit(path, configs, passes, docs, tokens, server=None, fit_docs=None):
     """The model; per config and pass the tiers, the measured and the predicted TTFTs of its requests (those of the
     documents not in ``fit_docs``, when it is given); and the tiers fitted on compared requests."""
@@ -112,13 +126,7 @@ def fit(path, configs, passes, docs, tokens, server=None, fit_docs=None):
     requests = measured_requests(path, configs, dict(passes), docs)
     if not requests:
         raise ValueError(f"{path}: no requests to fit")
-    lengths = dict.fromkeys(range(docs), tokens)  # a measured document's own length wins
-    lengths.update({doc: length for (_, _, doc), (length, _) in requests.items()})
-    served = {}  # (config, pass, doc) -> tier
-    for config, (gpu, cpu) in configs.items():
-        read = [(doc, lengths[doc]) for _, doc in reads]
-        tiers = server_tiers(server, gpu, cpu, read) if server else access_tiers("write-through", gpu, cpu, read)
-        served.update({(config, name, doc): tier for (name, doc), tier in zip(reads, tiers, strict=True)})
+    served = served_tiers(requests, configs, reads, docs, tokens, server)
     held_out = {key: value for key, value in requests.items() if fit_docs is not None and key[2] not in fit_docs}
     training = {key: value for key, value in requests.items() if key not in held_out}
     if fit_docs is not None and not held_out:
@@ -210,6 +218,8 @@ def sweep_rows(model, docs, tokens, passes, rooms, vary, grid, write_policy):
 def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, block_rules, meter=None):
     """Predicted p50 and mean per round (and in all) at each CPU budget in GiB, from a replay per budget;
     ``meter`` (:class:`kvlab.util.memory.Meter`) checks every replay, so a workload too large stops in the first."""
+    import numpy as np
+
     from kvlab.cache.interface import CacheSettings  # the replay's engines, imported by what replays only
     from kvlab.loop import ratio, replay, rows_of
 
@@ -221,15 +231,18 @@ def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, b
         parts = []
         replay(workload, cache, parts, meter=meter)
         has_cpu = cpu_tokens > 0
+        requests = list(rows_of(parts))
+        outside = check_lengths(model, [request[3] for request in requests])
         times = [
             (r, model.predict_mix(tokens, gpu, cpu, has_cpu), tokens, gpu, cpu)
-            for r, _, _, tokens, gpu, cpu in rows_of(parts)
+            for r, _, _, tokens, gpu, cpu in requests
         ]
         for index, name in [(None, "all"), *enumerate(workload.rounds)]:
             mine = [time for time in times if index is None or time[0] == index]
             inputs = sum(time[2] for time in mine)
             hits = sum(time[3] + time[4] for time in mine)
             p50, mean = describe([time[1] for time in mine]) if mine else (0.0, 0.0)
+            p99 = float(np.percentile([time[1] for time in mine], 99)) if mine else 0.0
             rows.append(
                 {
                     "cpu_gib": float(budget),
@@ -237,14 +250,31 @@ def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, b
                     "round": name,
                     "token_hit_ratio": ratio(hits, inputs),
                     "predicted_p50_ms": round(p50, 1),
+                    "predicted_p99_ms": round(p99, 1),
                     "predicted_mean_ms": round(mean, 1),
+                    **({"outside_fit": outside} if outside else {}),
                 }
             )
     return rows
 
 
-def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None):
-    """The model document (fits, per-pass comparison, offload ratios) and the comparison's rows."""
+def model_identity(model_config):
+    """What makes two config.json files the same model for a TTFT fit: its KV shape and its width, depth and
+    vocabulary (its name is only for messages)."""
+    from dataclasses import asdict
+
+    from kvlab.sizing.model_size import read_model_config
+
+    config = read_json(model_config)
+    text = config.get("text_config") if "num_hidden_layers" not in config else None
+    config = {**config, **text} if isinstance(text, dict) else config
+    widths = {key: config.get(key) for key in ("hidden_size", "intermediate_size", "vocab_size")}
+    return {"name": Path(model_config).parent.name, **asdict(read_model_config(model_config)), **widths}
+
+
+def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None, fitted_in=None):
+    """The model document (fits, per-pass comparison, offload ratios, and ``fitted_in``: the model, the system
+    and server, the prompt lengths and whether the measurement is synthetic) and the comparison's rows."""
     model, per_pass, in_sample = fit(path, configs, passes, docs, tokens, server, fit_docs)
     rows = [comparison(config, name, *samples) for (config, name), samples in per_pass.items()]
     document = {
@@ -263,12 +293,73 @@ def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None):
         "offload_ratio": offload_ratios(per_pass),
         "max_p50_error": round(max((abs(row["p50_ratio"] - 1) for row in rows if row["p50_ratio"]), default=0), 3),
     }
+    if fitted_in is not None:
+        lengths = [length for length, _ in measured_requests(path, configs, dict(passes), docs).values()]
+        model_config = fitted_in.get("model_config")
+        document["fitted_in"] = {
+            "model": model_identity(model_config) if model_config else None,
+            "measured_on": fitted_in.get("measured_on"),
+            "synthetic": bool(fitted_in.get("synthetic")),
+            "tokens": [min(lengths), max(lengths)],
+        }
     return document, rows
+
+
+def fitted_model(path, model_config, workload, allow=False):
+    """The model a ``fit`` wrote and whether it may price this setting: ``(model, outside)``, ``outside`` naming
+    how the setting differs from the one it was fitted in (only with ``allow``; None inside it). SettingError,
+    saying what to do instead, when it differs and ``allow`` is not given, or the measurement was synthetic."""
+    model = read_model(path)
+    document = read_json(path)
+    fitted = document.get("fitted_in") if isinstance(document, dict) else None
+    if not isinstance(fitted, dict):
+        fitted = {"model": None, "synthetic": False, "tokens": None}
+    differences = []
+    mine = model_identity(model_config)
+    theirs = fitted.get("model")
+    if theirs is None:
+        differences.append("it was fitted without --model-config (its model is unknown)")
+    elif {k: v for k, v in theirs.items() if k != "name"} != {k: v for k, v in mine.items() if k != "name"}:
+        differences.append(f"it was fitted to {theirs.get('name')}, not {mine['name']}")
+    model.token_range = tuple(fitted["tokens"]) if fitted.get("tokens") else None
+    model.refusal = None
+    what = "the SYNTHETIC example measurement" if fitted.get("synthetic") else "its measurement's setting"
+    hint = (
+        "price from the hardware instead (--gpu-system, kvlab ttft predict), or fit a model to a measurement"
+        " of this setting (kvlab measure, kvlab ttft fit --model-config)"
+    )
+    if differences and (fitted.get("synthetic") or not allow):
+        extra = "" if fitted.get("synthetic") else "; --allow-other-setting prices anyway, labelled"
+        raise Refused(f"{path}: {differences[0]}: a model fitted to {what} prices that setting only; {hint}{extra}")
+    model.refusal = (path, what, hint, fitted.get("synthetic"), allow)
+    return model, "; ".join(differences) or None
+
+
+def check_lengths(model, lengths):
+    """SettingError when a fitted model (:func:`fitted_model`) would price prompts longer or shorter than those it
+    was fitted on, unless allowed; returns the difference's text (or None)."""
+    bounds = getattr(model, "token_range", None)
+    if not bounds:
+        return None
+    outside = sum(1 for length in lengths if not bounds[0] <= length <= bounds[1])
+    if not outside:
+        return None
+    path, what, hint, synthetic, allow = model.refusal
+    text = f"{outside:,} requests are outside the {bounds[0]:,}..{bounds[1]:,} prompt tokens it was fitted on"
+    if synthetic or not allow:
+        extra = "" if synthetic else "; --allow-other-setting prices anyway, labelled"
+        raise Refused(f"{path}: {text}: a model fitted to {what} prices that setting only; {hint}{extra}")
+    return text
 
 
 def read_model(path):
     """The model a ``fit`` wrote; ValueError naming the file if it is not one."""
     document = read_json(path)
+    if isinstance(document, dict) and "calibration" in document:
+        raise Refused(
+            f"{path}: a hardware calibration (kvlab ttft fit --gpu-system), not a per-tier model: price with its"
+            " hardware_settings as flags (--gpu-system, --efficiency, --link-gbps, --overhead-ms)"
+        )
     try:
         return LatencyModel.from_description(document["tiers"])
     except (ValueError, KeyError, TypeError, AttributeError):

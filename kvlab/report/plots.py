@@ -456,6 +456,155 @@ def ttft_budgets(budgets, *, synthetic=False):
     return figure
 
 
+# TTFT priced from the hardware (kvlab ttft predict, kvlab ttft budgets --gpu-system): the tiers of a request in
+# the handout's words, and each request's tier from its split (results/ttft/hardware/lab-<config>-requests.csv).
+HANDOUT_TIERS = {"recompute": "recompute", "cpu_load": "CPU load", "gpu_hit": "GPU hit"}
+
+
+def request_tier(row):
+    """A priced request's tier: all computed (recompute), a load with nothing computed (CPU load), all on the GPU
+    (GPU hit: the engine computes only the last token), or a mix of them (None)."""
+    if row["computed_tokens"] == row["input_tokens"]:
+        return "recompute"
+    if row["cpu_hit_tokens"] > 0 and row["computed_tokens"] == 0:
+        return "cpu_load"
+    if row["gpu_hit_tokens"] == row["input_tokens"]:
+        return "gpu_hit"
+    return None
+
+
+def priced_lab(priced):
+    """``[(config, prediction, requests)]`` of the lab's priced configs, from pairs of files: each config's JSON
+    (results/ttft/hardware/lab-<config>.json) and its requests' CSV."""
+    if len(priced) % 2:
+        raise ValueError("expected each config's prediction (JSON) and its requests (CSV), in pairs")
+    configs = []
+    for document, requests in zip(priced[0::2], priced[1::2], strict=True):
+        prediction = read_json(document)
+        if not isinstance(prediction, dict) or not isinstance(prediction.get("rounds"), list):
+            raise ValueError(f"{document}: expected a prediction of kvlab ttft predict (JSON with rounds)")
+        columns = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "ttft_ms")
+        table = read_csv(requests, *columns)
+        if "round" not in table.columns:
+            raise ValueError(f"{requests}: no column round")
+        name = Path(document).stem.removeprefix("lab-")
+        configs.append((name, prediction, table))
+    return configs
+
+
+def ttft_hardware_lab(handout, prediction, requests, *more):
+    """The lab's passes priced from the hardware, per config (``prediction`` and ``requests`` of each, in pairs):
+    each pass's p50 beside the handout's per-tier latencies (top), and each tier's priced TTFT beside the handout's,
+    with handout / priced (bottom); what differs is said in the titles."""
+    latencies = read_json(handout)
+    if not isinstance(latencies, dict) or not isinstance(latencies.get("latency_ms"), dict):
+        raise ValueError(f"{handout}: expected the handout's latency_ms")
+    reference = {tier: float(latencies["latency_ms"][tier]) for tier in HANDOUT_TIERS}
+    configs = priced_lab([prediction, requests, *more])
+    latency = configs[0][1]["latency"]
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(9.5, 7.5), height_ratios=(3, 2))
+    passes = [entry["round"] for entry in configs[0][1]["rounds"]]
+    width = 0.8 / len(configs)
+    for index, (name, prediction, _) in enumerate(configs):
+        p50 = {entry["round"]: entry["p50_ms"] for entry in prediction["rounds"]}
+        positions = [position + (index - (len(configs) - 1) / 2) * width for position in range(len(passes))]
+        values = [p50.get(round_name, 0.0) for round_name in passes]
+        bars = top.bar(positions, values, width * 0.95, color=f"C{index}", label=f"{name}: priced p50")
+        for bar, value in zip(bars, values, strict=True):
+            top.annotate(f"{value:,.1f}", (bar.get_x() + bar.get_width() / 2, value * 1.08), ha="center", fontsize=7)
+    for tier, words in HANDOUT_TIERS.items():
+        top.axhline(reference[tier], color="dimgrey", linestyle="--", linewidth=1.0)
+        top.annotate(
+            f"handout's {words}: {reference[tier]:,.1f} ms",
+            (1.0, reference[tier]),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 3),
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+            color="dimgrey",
+        )
+    top.set_xticks(range(len(passes)), passes)
+    plain_numbers(top, log=True)
+    top.set_ylim(top=max(reference.values()) * 3)
+    top.set_ylabel("TTFT p50 per pass (ms, log scale)")
+    top.legend(fontsize=7, loc="upper left")
+    model = Path(latency["model_config"]).parent.name
+    top.set_title(
+        f"The lab's passes priced from the hardware: {model} on one {latency['gpu_system']}, {latency['engine']}"
+        f" (tp {latency['tp']})\nprefill: {latency['prefill']}; loads at {latency['transfer']['peak_gbps']:g} GB/s"
+        f" ({latency['transfer']['peak_from']})",
+        fontsize=8,
+    )
+    groups = []  # (tier, config, priced median ms)
+    for tier in HANDOUT_TIERS:
+        for name, _, table in configs:
+            mine = table[[request_tier(row) == tier for _, row in table.iterrows()]]
+            if len(mine):
+                groups.append((tier, name, float(mine["ttft_ms"].median())))
+    tiers = list(dict.fromkeys(tier for tier, _, _ in groups))
+    names = [name for name, _, _ in configs]
+    width = 0.8 / (len(names) + 1)
+    for position, tier in enumerate(tiers):
+        centres = [position + (k - len(names) / 2) * width for k in range(len(names) + 1)]  # the handout's first
+        bottom.bar(centres[0], reference[tier], width * 0.95, color="lightgrey", edgecolor="dimgrey")
+        bottom.annotate(f"{reference[tier]:,.1f}", (centres[0], reference[tier] * 1.1), ha="center", fontsize=7)
+        for k, name in enumerate(names, start=1):
+            found = [ms for t, n, ms in groups if t == tier and n == name]
+            if not found:
+                continue
+            bottom.bar(centres[k], found[0], width * 0.95, color=f"C{k - 1}")
+            ratio = reference[tier] / found[0] if found[0] else float("nan")
+            label = f"{found[0]:,.2f}\nx{ratio:,.1f}" if np.isfinite(ratio) else f"{found[0]:,.2f}"
+            bottom.annotate(label, (centres[k], found[0] * 1.1), ha="center", fontsize=7)
+    handles = [plt.Rectangle((0, 0), 1, 1, color="lightgrey", ec="dimgrey")]
+    handles += [plt.Rectangle((0, 0), 1, 1, color=f"C{k}") for k in range(len(names))]
+    labels = ["handout (its measurement)", *(f"{name}: priced median" for name in names)]
+    bottom.legend(handles, labels, fontsize=7, loc="upper right")
+    bottom.set_xticks(range(len(tiers)), [HANDOUT_TIERS[tier] for tier in tiers])
+    plain_numbers(bottom, log=True)
+    bottom.set_ylim(top=max(reference.values()) * 4)
+    bottom.set_ylabel("TTFT per tier (ms, log scale)")
+    bottom.set_title(
+        "Per tier: the handout's TTFT (measured end to end on its server) beside the priced one (kernels and the"
+        " link only: no\nserver, tokenizer or queue; a GPU hit computes only the last token); labels: priced ms,"
+        " handout / priced",
+        fontsize=8,
+    )
+    return figure
+
+
+def ttft_hardware_budgets(budgets):
+    """Priced p50 and p99 TTFT and the token hit ratio against the CPU budget (the whole workload's, and each round's
+    where it has more than one)."""
+    rows = read_csv(budgets, "cpu_gib", "predicted_p50_ms", "predicted_p99_ms", "token_hit_ratio")
+    rounds = list(dict.fromkeys(rows["round"]))
+    shown = rounds if len([name for name in rounds if name != "all"]) > 1 else ["all"]
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 6.0))
+    times, ratios = {}, {}
+    for name in shown:
+        mine = rows[rows["round"] == name]
+        words = "all requests" if name == "all" else name
+        budgets_gib = list(mine["cpu_gib"])
+        times[f"{words}: p99"] = (budgets_gib, list(mine["predicted_p99_ms"]))
+        times[f"{words}: p50"] = (budgets_gib, list(mine["predicted_p50_ms"]))
+        ratios[words] = (budgets_gib, list(mine["token_hit_ratio"]))
+    draw_series(top, times, GIBIBYTES)
+    draw_series(bottom, ratios, GIBIBYTES)
+    for name in shown:  # each point's value, beside it
+        mine = rows[rows["round"] == name]
+        for column in ("predicted_p50_ms", "predicted_p99_ms"):
+            for x, y in zip(mine["cpu_gib"], mine[column], strict=True):
+                top.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+    plain_numbers(top, log=True)
+    top.set_ylabel("priced TTFT (ms, log scale)")
+    source = ", ".join(dict.fromkeys(rows["latency_source"])) if "latency_source" in rows.columns else "hardware"
+    top.set_title(f"What a CPU budget buys, priced from the hardware ({source}): p50 and p99 TTFT", fontsize=9)
+    bottom.set_ylabel("token hit ratio")
+    bottom.set_xlabel("CPU budget per GPU (GiB)")
+    return figure
+
+
 PLOTS = {
     "gpu_cliff": gpu_cliff,
     "cpu_cliff": cpu_cliff,
@@ -463,6 +612,8 @@ PLOTS = {
     "ttft_per_pass": ttft_per_pass,
     "predicted_vs_measured": predicted_vs_measured,
     "ttft_budgets": ttft_budgets,
+    "ttft_hardware_lab": ttft_hardware_lab,  # priced from the hardware, no fit
+    "ttft_hardware_budgets": ttft_hardware_budgets,
     "real_ttft_per_pass": real_ttft_per_pass,  # the same figures of a real server's measurement
     "real_predicted_vs_measured": real_predicted_vs_measured,
     "trace_reuse": trace_reuse,

@@ -268,6 +268,8 @@ def interval_counts(config, layers):
     every = config.get("full_attention_interval")  # Qwen3-Next: every n-th layer attention, the rest Gated DeltaNet
     if type(every) is int and every > 0:
         return {"full": layers // every, "state": layers - layers // every}
+    # Qwen2 (Qwen2.5-1.5B: sliding_window 32768, use_sliding_window false, max_window_layers 21): transformers'
+    # Qwen2Config sets sliding_window = sliding_window if use_sliding_window else None, so no layer slides.
     if not config.get("sliding_window") or config.get("use_sliding_window") is False:
         return {"full": layers}
     every = config.get("sliding_window_pattern")

@@ -37,7 +37,7 @@ from kvlab.loop import ratio, replay
 from kvlab.sizing.engines import effective_bytes, engine_settings
 from kvlab.sizing.model_size import gib, no_tokens, tokens_in
 
-__all__ = ["Planner", "model_name", "plan", "table"]
+__all__ = ["Planner", "model_name", "plan", "plan_cache", "plan_rooms", "table"]
 
 INCLUSIVE = ("write-through", "selective")  # the CPU keeps copies of blocks the GPU stores
 
@@ -167,6 +167,43 @@ def round_figures(name, inputs, gpu, cpu):
     }
 
 
+def plan_rooms(shape, tp, kv_dtype, gpu_tokens, cpu_gib, window_rule):
+    """``(bytes per token, CPU tokens, costs, GPU room, CPU room)`` of a plan: the rooms in tokens, or in bytes with
+    ``costs`` (:class:`kvlab.cache.costs.WindowCosts`) for a model with sliding-window layers ``in-window``."""
+    per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
+    cpu_tokens = tokens_in(cpu_gib, per_token)
+    costs, gpu_room, cpu_room = None, gpu_tokens, cpu_tokens
+    if shape.window_layers and window_rule == "in-window":
+        window = shape.window_layers * shape.attention_bytes(tp, kv_dtype)
+        costs = WindowCosts(per_token - window, window, shape.window)
+        gpu_room, cpu_room = gpu_tokens * per_token, tokens_in(cpu_gib, 1)
+    elif window_rule not in WINDOW_RULES:
+        raise ValueError(f"window_rule must be one of {', '.join(WINDOW_RULES)}, got {window_rule!r}")
+    return per_token, cpu_tokens, costs, gpu_room, cpu_room
+
+
+def plan_cache(
+    workload,
+    shape,
+    tp,
+    kv_dtype,
+    gpu_tokens,
+    cpu_gib,
+    write_policy,
+    partial_blocks,
+    eviction_order,
+    window_rule="all-layers",
+):
+    """The two-tier cache a plan's figures are those of (its rooms, its rules), to replay ``workload`` through
+    request by request (``kvlab.loop.replay`` with a ``per_request`` list): what prices a plan's TTFT."""
+    _, _, costs, gpu_room, cpu_room = plan_rooms(shape, tp, kv_dtype, gpu_tokens, cpu_gib, window_rule)
+    rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
+    if costs is not None:  # the reference engine with rooms in bytes, as Planner.per_round's
+        return make_cache(write_policy, gpu_room, cpu_room, workload.block_tokens, blocks=costs, **rules)
+    rooms = {"gpu_tokens": gpu_room, "cpu_tokens": cpu_room, "block_tokens": workload.block_tokens}
+    return CacheSettings(**rooms, write_policy=write_policy, **rules).build(workload)
+
+
 def plan(
     workload,
     model,
@@ -192,15 +229,7 @@ def plan(
     refused = no_tokens(shape)
     if refused:
         raise ValueError(refused)
-    per_token = shape.bytes_per_token(tp, kv_dtype, windows=True)
-    cpu_tokens = tokens_in(cpu_gib, per_token)
-    costs, gpu_room, cpu_room = None, gpu_tokens, cpu_tokens
-    if shape.window_layers and window_rule == "in-window":
-        window = shape.window_layers * shape.attention_bytes(tp, kv_dtype)
-        costs = WindowCosts(per_token - window, window, shape.window)
-        gpu_room, cpu_room = gpu_tokens * per_token, tokens_in(cpu_gib, 1)
-    elif window_rule not in WINDOW_RULES:
-        raise ValueError(f"window_rule must be one of {', '.join(WINDOW_RULES)}, got {window_rule!r}")
+    per_token, cpu_tokens, costs, gpu_room, cpu_room = plan_rooms(shape, tp, kv_dtype, gpu_tokens, cpu_gib, window_rule)
 
     def tokens_of(room):  # a room in tokens of all layers
         return room if costs is None or room is None else -(-room // per_token)
@@ -283,7 +312,13 @@ def table(result):
             else ""
         ),
         f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gib']} GiB);"
-        f" CPU: {cache['cpu_gib']} GiB = {cache['cpu_tokens']:,} tokens; {cache['write_policy']}, LRU"
+        f" CPU: {cache['cpu_gib']} GiB = {cache['cpu_tokens']:,} tokens"
+        + (
+            f" ({cache['cpu_gib_per_node']} GiB per node over its {cache['ranks_per_node']} ranks)"
+            if "cpu_gib_per_node" in cache
+            else ""
+        )
+        + f"; {cache['write_policy']}, LRU"
         + (f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""),
         "",
     ]
@@ -304,7 +339,23 @@ def table(result):
     lines += [f"note: {note}" for note in result.get("notes", [])]
     if "engine" in result:
         lines += engine_lines(result["engine"])
+    if "ttft" in result:
+        lines += ttft_lines(result["ttft"])
     return "\n".join(lines) + "\n"
+
+
+def ttft_lines(ttft):
+    """The predicted TTFT for people: p50 and p99 per round and in all, and what priced them."""
+    latency = ttft["latency"]
+    lines = [
+        "",
+        f"predicted TTFT per request ({latency['engine']} on {latency['gpu_system']}, tp {latency['tp']},"
+        f" {latency['latency_source']}):",
+    ]
+    for row in [*ttft["rounds"], {**ttft["all"], "round": "all"}]:
+        lines.append(f"  {row['round']}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms")
+    lines.append(f"  source: {latency['prefill']}; {latency['composition']}")
+    return lines
 
 
 def engine_lines(engine):

@@ -26,6 +26,7 @@ __all__ = [
     "finite",
     "line_batches",
     "lines",
+    "number_in",
     "number_text",
     "open_input",
     "parse_json",
@@ -273,6 +274,19 @@ def number_text(text, whole=False):
     """Whether ``text`` is a number in ASCII digits, as JSON and YAML write one: Python's ``int`` and ``float``
     (and ``Decimal``) also take ``1_000``, other scripts' digits (``١٢٣``) and surrounding spaces."""
     return isinstance(text, str) and (WHOLE_TEXT if whole else DECIMAL_TEXT).fullmatch(text) is not None
+
+
+def number_in(low, high, what):
+    """A converter to a number from ``low`` to ``high`` (``what`` names them in the error); NaN, the infinities
+    and text are refused (the flags' and the Python API's one rule)."""
+
+    def convert(text):
+        value = float(text) if number_text(text) else math.nan
+        if not low <= value <= high:
+            raise ValueError(f"expected {what}, got {shown(text)}")
+        return value
+
+    return convert
 
 
 def shown(value, limit=40):

@@ -36,7 +36,10 @@ def job_counts(config):
         if workload in config["replay"]["workloads"]:
             grid = mrc_grid(config, workload)
             curves += len(grid["block_tokens"]) * (1 + len(grid["gpu_tokens"]))
+    hardware = config["ttft"].get("hardware", {})
+    priced = len(hardware["lab"]["configs"]) + 1 if "lab" in hardware else 0  # and the handout's latencies
     return {
+        "hardware": priced + ("budgets" in hardware),
         "runs": len(config["runs"]),
         "sweeps": sum(len(sweep["grid"]) + 1 for sweep in config["sweeps"].values()),
         "replay": sum(points[name] + 1 for name in points),
@@ -80,6 +83,7 @@ def check_config(config):
     check_plans(config)
     check_ttft(config)
     check_real(config)
+    check_hardware(config)
     check_inputs(config)  # last: it reads the files
 
 
@@ -181,23 +185,70 @@ def check_mrc(config):
 def check_plans(config):
     """Each plan's workload exists, and its model config can be read and split over its tp."""
     for name, plan in config["plans"].items():
-        key = f"plans.{name}"
-        spec = check_replay_workload(config, f"{key}.workload", plan["workload"])
-        if "chunk_tokens" in plan:  # otherwise the source's own default, which always fits
-            check_trace_blocks(f"{key}.chunk_tokens", spec, [plan["chunk_tokens"]])
-        try:
-            shape = read_model_config(plan["model_config"])
-            shape.bytes_per_token(plan.get("tp", 1))
-        except ModelConfigError as error:
-            raise ConfigError(f"config: {key}.model_config: {error}") from None
-        except ValueError as error:
-            raise ConfigError(f"config: {key}.tp: {error}") from None
-        if no_tokens(shape):
-            raise ConfigError(f"config: {key}.model_config: {no_tokens(shape)}", ("plans", name, "model_config"))
+        check_served(config, ("plans", name), plan)
+
+
+def check_served(config, key, spec):
+    """A workload served by a model (a plan, the hardware's budgets, at config key ``key``): the workload exists and
+    can be cut into its chunks, and the model config can be read and split over its tp."""
+    spec_key = ".".join(key)
+    workload = check_replay_workload(config, f"{spec_key}.workload", spec["workload"])
+    if "chunk_tokens" in spec:  # otherwise the source's own default, which always fits
+        check_trace_blocks(f"{spec_key}.chunk_tokens", workload, [spec["chunk_tokens"]])
+    check_model(key, spec)
+
+
+def check_model(key, spec):
+    """The model config at ``key + ("model_config",)`` can be read and split over ``spec``'s tp (1 if none)."""
+    where = ".".join(key)
+    try:
+        shape = read_model_config(spec["model_config"])
+        shape.bytes_per_token(spec.get("tp", 1))
+    except ModelConfigError as error:
+        raise ConfigError(f"config: {where}.model_config: {error}") from None
+    except ValueError as error:
+        raise ConfigError(f"config: {where}.tp: {error}") from None
+    if no_tokens(shape):
+        raise ConfigError(f"config: {where}.model_config: {no_tokens(shape)}", (*key, "model_config"))
+
+
+def check_hardware(config):
+    """``ttft.hardware`` names a system its jobs can price on (read as the jobs read it: aiconfigurator-core's spec
+    files, without importing it), models that can be read, and a replay workload for its budgets."""
+    hardware = config["ttft"].get("hardware")
+    if hardware is None:
+        return
+    from kvlab.latency.systems import read_system
+    from kvlab.util.errors import SettingError
+
+    try:
+        read_system(hardware["gpu_system"])
+    except SettingError as error:
+        message = str(error).removeprefix("--gpu-system: ")
+        raise ConfigError(f"config: ttft.hardware.gpu_system: {message}", ("ttft", "hardware", "gpu_system")) from None
+    if "lab" in hardware:
+        check_model(("ttft", "hardware", "lab"), hardware["lab"])
+    if "budgets" in hardware:
+        check_served(config, ("ttft", "hardware", "budgets"), hardware["budgets"])
+
+
+def check_measured_models(config):
+    """The measurements' models (their fits record them) can be read; the example measurement is synthetic."""
+    measurement = config["measurement"]
+    if measurement["source"] == EXAMPLE_MEASUREMENT and not measurement["synthetic"]:
+        raise ConfigError(
+            f"config: measurement.synthetic: the example measurement ({EXAMPLE_MEASUREMENT}) is synthetic;"
+            " set synthetic: true, or point source at a real measurement",
+            ("measurement", "synthetic"),
+        )
+    check_model(("measurement",), measurement)
+    if "real_measurement" in config:
+        check_model(("real_measurement",), config["real_measurement"])
 
 
 def check_real(config):
     """The real measurement's fitted documents are documents of its setting, and not all of them."""
+    check_measured_models(config)
     real = config.get("real_measurement")
     if real is None:
         return

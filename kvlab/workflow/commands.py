@@ -4,6 +4,7 @@ that ``kvlab config`` parses each with its command's own parser before any job r
 
 import shlex
 from itertools import product
+from pathlib import Path
 
 from kvlab.cache.write_policies import CACHE_SETTINGS as REPLAY_CACHE  # cache settings a workload may override
 from kvlab.cache.write_policies import LMCACHE_SWITCHES
@@ -167,6 +168,23 @@ def real_fit_args(config):
     return " ".join(args + [f"--fit-doc {doc}" for doc in real["fit_docs"]])
 
 
+def fitted_in_args(measured_on, synthetic=False):
+    """What a fit records of where its measurement was taken, besides the model: ``--measured-on`` and, for a
+    generated measurement, ``--synthetic`` (its model then prices its own setting only)."""
+    return f"--measured-on {shlex.quote(measured_on)}" + (" --synthetic" if synthetic else "")
+
+
+def example_fit_record(config):
+    """The fit's record flags of the measurement (``measurement``: the synthetic example by default)."""
+    measurement = config["measurement"]
+    return fitted_in_args(measurement["measured_on"], measurement["synthetic"])
+
+
+def real_fit_record(config):
+    """The real measurement's: measured on what its note says."""
+    return fitted_in_args(config["real_measurement"]["note"])
+
+
 def ttft_sweep_flags(config, sweep):
     """``kvlab ttft sweep``'s values for one lab sweep: its documents, passes, fixed room and grid."""
     spec = config["sweeps"][sweep]
@@ -189,17 +207,86 @@ def ttft_budgets_flags(config):
     return {"plan": plan_flags(config, plan, flags), "budgets": listed(budgets["cpu_gib"])}
 
 
+def hardware_flags(config):
+    """What prices time in ``ttft.hardware``: the system and the engine (``kvlab ttft predict``'s and ``budgets``')."""
+    hardware = config["ttft"]["hardware"]
+    return f"--gpu-system {shlex.quote(hardware['gpu_system'])} --engine {hardware['engine']}"
+
+
+def hardware_lab_flags(config, lab_config):
+    """``kvlab ttft predict``'s values for the lab's passes in one measured config: the lab workload (its documents
+    and the passes' orders), and the config's rooms with the lab's block (and a tp, if set)."""
+    lab = config["ttft"]["hardware"]["lab"]
+    rooms = lab["configs"][lab_config]
+    workload = f"--workload lab --docs {lab['docs']} --tokens {lab['tokens']} --passes {listed(lab['passes'].values())}"
+    room = f"--gpu-tokens {rooms['gpu_tokens']} --cpu-tokens {rooms['cpu_tokens']} --block-tokens {lab['block_tokens']}"
+    return {"workload": workload, "rooms": room + (f" --tp {lab['tp']}" if "tp" in lab else "")}
+
+
+def hardware_budgets_flags(config):
+    """``kvlab ttft budgets --gpu-system``'s values: the workload's own flags and block rules, the rooms (as a
+    plan's), the budgets."""
+    spec = config["ttft"]["hardware"]["budgets"]
+    flags = tuple(flag for flag in PLAN_FLAGS if flag not in ("cpu_gib", "target_hit_ratio"))
+    return {
+        "workload": workload_args(config, spec["workload"]),
+        "rules": cache_args(config, spec["workload"], BLOCK_RULES),
+        "plan": " ".join(f"--{key.replace('_', '-')} {spec[key]}" for key in flags if key in spec),
+        "budgets": listed(spec["cpu_gib"]),
+    }
+
+
+def hardware_model(config, part):
+    """The model config of ``ttft.hardware.<part>`` (a Snakemake input)."""
+    return str(Path(config["ttft"]["hardware"][part]["model_config"]))
+
+
+def handout_latencies(config):
+    """The handout's per-tier TTFT that the hardware-priced lab is drawn beside: ``example_measurement.latency_ms``'s
+    recompute, CPU load and GPU hit (the example's other settings are its own), as results/ttft/hardware/handout.json
+    holds them."""
+    latency = config["example_measurement"]["latency_ms"]
+    return {
+        "latency_ms": {tier: latency[tier] for tier in HANDOUT_TIERS},
+        "source": "config.yaml example_measurement.latency_ms: the handout's per-tier TTFT",
+    }
+
+
+HANDOUT_TIERS = ("recompute", "cpu_load", "gpu_hit")
+
+
 SYNTHETIC_NOTE = "TTFT from the SYNTHETIC example measurement (kvlab/measure/example.py), not a real server"
 
 
 MEASURED_PLOTS = ("gpu_cliff", "cpu_cliff", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets")
+HARDWARE_PLOTS = ("ttft_hardware_lab", "ttft_hardware_budgets")
+
+
+def hardware_note(config, plot):
+    """The note under a figure priced from the hardware: what was priced, on what, from the config."""
+    hardware = config["ttft"]["hardware"]
+    system = f"one {hardware['gpu_system']}, {hardware['engine']}"
+    if plot == "ttft_hardware_lab":
+        lab = hardware["lab"]
+        return (
+            f"Priced from the hardware ({system}): {Path(lab['model_config']).parent.name},"
+            f" {lab['block_tokens']:,}-token blocks; beside the handout (example_measurement.latency_ms)"
+        )
+    spec = hardware["budgets"]
+    room = f"{spec['gpu_gib']:g} GiB" if "gpu_gib" in spec else f"{spec['gpu_tokens']:,} tokens"
+    return (
+        f"Priced from the hardware ({system}), not measured: {Path(spec['model_config']).parent.name},"
+        f" replay workload {spec['workload']}, GPU KV room {room} per GPU"
+    )
 
 
 def plot_args(config, plot):
-    """kvlab plots' flags besides the inputs: a note under every figure drawn from the synthetic example, and
-    under a real measurement's its own."""
+    """kvlab plots' flags besides the inputs: a note under every figure drawn from the synthetic example, under a
+    real measurement's its own, and under one priced from the hardware what priced it."""
     if plot in REAL_PLOTS:
         return f"--note {shlex.quote(config['real_measurement']['note'])}"
+    if plot in HARDWARE_PLOTS:
+        return f"--note {shlex.quote(hardware_note(config, plot))}"
     if plot == "trace_reuse":
         workload = trace_plotted(config)
         note = f"Token hit ratios of the real trace {replay_trace(config, workload)} (replay workload {workload}):"
@@ -264,11 +351,13 @@ def plan(config, plan):
 
 
 def ttft_fit(config):
-    return "ttft fit " + setting_args(config["ttft"]["setting"])
+    model = shlex.quote(str(Path(config["measurement"]["model_config"])))
+    return f"ttft fit {setting_args(config['ttft']['setting'])} --model-config {model} {example_fit_record(config)}"
 
 
 def real_ttft_fit(config):
-    return "ttft fit " + real_fit_args(config)
+    model = shlex.quote(str(Path(config["real_measurement"]["model_config"])))
+    return f"ttft fit {real_fit_args(config)} --model-config {model} {real_fit_record(config)}"
 
 
 def ttft_sweep(config, sweep):
@@ -283,6 +372,19 @@ def ttft_budgets(config, plan):
     return line + " {plan} --cpu-gib-grid {budgets}".format(**ttft_budgets_flags(config))
 
 
+def ttft_hardware_lab(config, lab_config):
+    flags = hardware_lab_flags(config, lab_config)
+    model = shlex.quote(hardware_model(config, "lab"))
+    return f"ttft predict {flags['workload']} {flags['rooms']} --model-config {model} {hardware_flags(config)}"
+
+
+def ttft_hardware_budgets(config, workload):
+    flags = hardware_budgets_flags(config)
+    model = shlex.quote(hardware_model(config, "budgets"))
+    line = f"ttft budgets {flags['workload']} {flags['rules']} --model-config {model} {flags['plan']}"
+    return f"{line} {hardware_flags(config)} --cpu-gib-grid {flags['budgets']}"
+
+
 def plot(config, plot):
     return f"plots {plot} " + plot_args(config, plot)
 
@@ -290,7 +392,8 @@ def plot(config, plot):
 LINES = {
     function.__name__: function
     for function in (lab_run, sweep_point, sweep_collect, example_measurement, replay_point, policy_cliff, policy_table)
-    + (mrc_gpu, mrc_cpu, plan, ttft_fit, real_ttft_fit, ttft_sweep, ttft_budgets, plot)
+    + (mrc_gpu, mrc_cpu, plan, ttft_fit, real_ttft_fit, ttft_sweep, ttft_budgets, ttft_hardware_lab)
+    + (ttft_hardware_budgets, plot)
 }
 
 
@@ -326,6 +429,11 @@ def jobs(config):
         yield ("ttft", "sweeps"), "ttft_sweep", {"sweep": sweep}
     if "budgets" in config["ttft"]:
         yield ("ttft", "budgets"), "ttft_budgets", {"plan": config["ttft"]["budgets"]["plan"]}
+    hardware = config["ttft"].get("hardware", {})
+    for name in hardware.get("lab", {}).get("configs", {}):
+        yield ("ttft", "hardware", "lab"), "ttft_hardware_lab", {"lab_config": name}
+    if "budgets" in hardware:
+        yield ("ttft", "hardware", "budgets"), "ttft_hardware_budgets", {"workload": hardware["budgets"]["workload"]}
     for name in plot_inputs(config):
         yield ("plots",), "plot", {"plot": name}
 

@@ -45,3 +45,12 @@ def run_job(main, line, log, stdout=None):
         raise JobError(f"kvlab {argv[0]} failed (exit code {code}); see {log}")
     if temporary:
         os.replace(temporary, stdout)
+
+
+def write_document(path, document, log):
+    """Write ``document`` (values of the config a job's artifact holds as they are) as JSON in the artifacts'
+    one layout, whole; the log says what was written."""
+    from kvlab.util.files import dump_json, write_together
+
+    write_together({path: dump_json(document)})
+    Path(log).write_text(f"wrote {path}\n", encoding="utf-8")

@@ -131,6 +131,38 @@ def ttft_targets(config):
     return targets
 
 
+# TTFT priced from the hardware (config.yaml's ttft.hardware): the lab's passes per measured config, the handout's
+# per-tier latencies they are drawn beside, and a workload's CPU budgets.
+TTFT_HANDOUT = "results/ttft/hardware/handout.json"
+
+
+def hardware_lab_path(lab_config, suffix="json"):
+    """The lab's passes priced in measured config ``lab_config`` (json), and each request's tiers and TTFT (csv)."""
+    return f"results/ttft/hardware/lab-{lab_config}{'-requests' if suffix == 'csv' else ''}.{suffix}"
+
+
+def hardware_budgets_path(workload):
+    return f"results/ttft/hardware/budgets-{workload}.csv"
+
+
+def hardware_system(config):
+    """The system file a hardware job reads (a Snakemake input), or None for a system of aiconfigurator-core's."""
+    system = config["ttft"]["hardware"]["gpu_system"]
+    return system if Path(system).suffix in (".yaml", ".yml") else None
+
+
+def hardware_targets(config):
+    hardware = config["ttft"].get("hardware", {})
+    targets = []
+    if "lab" in hardware:
+        targets.append(TTFT_HANDOUT)
+        for name in hardware["lab"]["configs"]:
+            targets += [hardware_lab_path(name), hardware_lab_path(name, "csv")]
+    if "budgets" in hardware:
+        targets.append(hardware_budgets_path(hardware["budgets"]["workload"]))
+    return targets
+
+
 def plot_path(name):
     return f"results/plots/{name}.png"
 
@@ -159,6 +191,12 @@ def plot_inputs(config):
         ]
     if "budgets" in config["ttft"]:
         inputs["ttft_budgets"] = [ttft_budgets_path(config["ttft"]["budgets"]["plan"])]
+    hardware = config["ttft"].get("hardware", {})
+    if "lab" in hardware:  # the handout's latencies, then each config's passes and requests
+        priced = [hardware_lab_path(name, suffix) for name in hardware["lab"]["configs"] for suffix in ("json", "csv")]
+        inputs["ttft_hardware_lab"] = [TTFT_HANDOUT, *priced]
+    if "budgets" in hardware:
+        inputs["ttft_hardware_budgets"] = [hardware_budgets_path(hardware["budgets"]["workload"])]
     if "real_measurement" in config:
         inputs["real_ttft_per_pass"] = [config["real_measurement"]["source"]]
         inputs["real_predicted_vs_measured"] = [REAL_TABLE]
@@ -184,4 +222,5 @@ def all_targets(config):
     policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
     planner = mrc_targets(config) + list(map(plan_path, config["plans"]))
     plots = list(map(plot_path, plot_inputs(config)))
-    return lab + replay + policies + planner + ttft_targets(config) + real_targets(config) + plots
+    ttft = ttft_targets(config) + hardware_targets(config)
+    return lab + replay + policies + planner + ttft + real_targets(config) + plots

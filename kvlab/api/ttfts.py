@@ -1,0 +1,186 @@
+"""``kvlab.ttft_predict``, ``kvlab.ttft_breakeven``, ``kvlab.ttft_systems``: TTFT from the hardware (what
+``kvlab ttft predict``, ``ttft breakeven`` and ``ttft systems`` print)."""
+
+import json
+from dataclasses import dataclass, field
+
+from kvlab.api.common import _frame, _hardware_values, _Result
+from kvlab.util.errors import KvlabError, SettingError
+from kvlab.util.files import dump_json
+
+REQUEST_COLUMNS = (
+    "request",
+    "round",
+    "input_tokens",
+    "gpu_hit_tokens",
+    "cpu_hit_tokens",
+    "computed_tokens",
+    "load_ms",
+    "prefill_ms",
+    "ttft_ms",
+    "latency_source",
+)
+
+
+@dataclass(frozen=True)
+class TtftPrediction(_Result):
+    """What ``kvlab ttft predict`` prints; ``per_request`` its ``--per-request`` CSV (with ``per_request=True``)."""
+
+    latency_source: str
+    p50_ms: float | None
+    p99_ms: float | None
+    mean_ms: float | None
+    text: str = field(repr=False)
+    per_request: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, text, per_request=None):
+        document = json.loads(text)
+        figures = document["ttft"]
+        return cls(
+            document["latency_source"], figures["p50_ms"], figures["p99_ms"], figures["mean_ms"], text, per_request
+        )
+
+    def to_frame(self):
+        """One row per round, ``all`` first: the TTFT percentiles and the tokens per tier."""
+        document = self.to_dict()
+        return _frame([{"round": "all", "requests": document["requests"], **document["ttft"]}, *document["rounds"]])
+
+    def requests(self):
+        import io
+
+        import pandas as pd
+
+        if self.per_request is None:
+            raise KvlabError("the per-request table is kept with per_request=True")
+        return pd.read_csv(io.StringIO(self.per_request))
+
+
+def _hardware(settings):
+    """The :class:`kvlab.latency.hardware.HardwareSettings` among ``settings`` (taken out of them)."""
+    from kvlab.latency.hardware import HardwareSettings, settings_names
+
+    given = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
+    if given.get("model_config") is None or given.get("gpu_system") is None:
+        raise SettingError("the following arguments are required: --model-config, --gpu-system")
+    try:
+        return HardwareSettings(**given)
+    except TypeError as error:
+        raise SettingError(str(error)) from None
+
+
+def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None, **settings):
+    """``workload`` through the cache of ``kvlab replay``'s settings (``gpu_tokens``, ``cpu_tokens``, ...), each
+    request priced from the hardware (:class:`kvlab.latency.hardware.HardwareSettings`' fields: ``model_config``,
+    ``gpu_system``, ``engine``, ``tp``, ...). A :class:`TtftPrediction`."""
+    import inspect
+
+    from kvlab.api.replays import replay, replay_parts, replay_settings
+    from kvlab.latency.hardware import HardwareModel
+    from kvlab.latency.pricing import percentiles, price_requests
+    from kvlab.loop import report
+
+    hardware = _hardware(settings)
+    defaults = {  # kvlab.replay's, for the settings not given
+        name: parameter.default
+        for name, parameter in inspect.signature(replay).parameters.items()
+        if name in replay_settings() and parameter.default is not inspect.Parameter.empty
+    }
+    settings = {**defaults, **settings}
+    model = HardwareModel(hardware)  # its refusals come before the replay
+    made, described, totals, parts = replay_parts(workload, True, max_memory, progress, settings)
+    model.block_tokens = made.block_tokens
+    priced = price_requests(model, parts, described["cpu_tokens"] > 0)
+    reported = report(made, described, totals)
+    tiers = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+    rounds = []
+    for index, name in enumerate(made.rounds):
+        mine = [row[-1] for row in priced if row[0] == index]
+        figures = next(entry for entry in reported["rounds"] if entry["round"] == name)
+        rounds.append({"round": name, "requests": len(mine), **percentiles(mine), **{k: figures[k] for k in tiers}})
+    document = {
+        "workload": reported["workload"],
+        "cache": reported["cache"],
+        "latency_source": model.source,
+        "latency": model.describe(),
+        "requests": len(priced),
+        "ttft": {**percentiles([row[-1] for row in priced]), **{key: reported[key] for key in tiers}},
+        "rounds": rounds,
+    }
+    table = None
+    if per_request:
+        from kvlab.util.files import csv_text
+
+        names = made.rounds
+        lines = []
+        for number, (index, tokens, gpu, cpu, load, prefill, ttft) in enumerate(priced):
+            computed = tokens - gpu - cpu
+            lines.append(
+                dict(
+                    zip(
+                        REQUEST_COLUMNS,
+                        (number, names[index], tokens, gpu, cpu, computed)
+                        + tuple(round(value, 3) for value in (load, prefill, ttft))
+                        + (model.source,),
+                        strict=True,
+                    )
+                )
+            )
+        table = csv_text(lines, REQUEST_COLUMNS)
+    return TtftPrediction.of(dump_json(document), table)
+
+
+def ttft_breakeven(*, prefix_tokens, **settings):
+    """The link bandwidth above which loading a ``prefix_tokens`` prefix beats recomputing it (Mooncake, FAST'25,
+    Eq. 2: the prefix's KV bytes over the time of its prefill), for :class:`HardwareSettings`' fields."""
+    from kvlab.latency.hardware import HardwareModel
+    from kvlab.workloads import whole_number
+
+    try:
+        prefix = whole_number(1)(prefix_tokens)
+    except ValueError as error:
+        raise SettingError(f"prefix_tokens: {error}") from None
+    settings.setdefault("engine", "vllm")
+    model = HardwareModel(_hardware(settings))
+    recompute = model.prefill_ms(prefix, 0)
+    per_gpu = prefix * model.bytes_per_token
+    tp = model.settings.tp
+    load = model.load_ms(prefix)
+    document = {
+        "prefix_tokens": prefix,
+        "latency_source": model.source,
+        "latency": model.describe(),
+        "recompute_ms": round(recompute, 3),
+        "kv_bytes_per_gpu": per_gpu,
+        "kv_bytes": per_gpu * tp,
+        "breakeven_gbps": round(per_gpu * tp / recompute / 1e6, 3),
+        "breakeven_gbps_per_gpu": round(per_gpu / recompute / 1e6, 3),
+        "load_ms_at_link": round(load, 3),
+        "loading_wins_at_link": load < recompute,
+    }
+    return dump_json(document)
+
+
+def ttft_systems():
+    """The GPU systems aiconfigurator-core ships, their specs and the engine versions its database covers."""
+    from kvlab.latency.systems import (
+        BACKENDS,
+        PACKAGE,
+        database_version,
+        database_versions,
+        package_version,
+        read_system,
+        system_names,
+    )
+
+    systems = []
+    for name in system_names():
+        covered = database_versions(name)
+        current = {}
+        for backend in sorted(set(BACKENDS.values()) & set(covered)):
+            try:
+                current[backend] = database_version(name, backend)
+            except SettingError:
+                continue
+        systems.append({**read_system(name).describe(), "database": covered, "current": current})
+    return dump_json({"package": f"{PACKAGE} {package_version()}", "systems": systems})

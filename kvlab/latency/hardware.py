@@ -1,0 +1,264 @@
+"""A request's TTFT from the hardware: prefill priced by the measured database (or a roofline), loads by the
+link, composed as each engine serves a request whose prefix comes partly from the CPU tier.
+
+:class:`HardwareSettings` is the one settings object: its fields are ``kvlab ttft predict``'s flags and
+``kvlab.ttft_predict``'s keywords. :class:`HardwareModel` prices a request of ``tokens`` tokens whose first
+``gpu_tokens`` are GPU hits and next ``cpu_tokens`` CPU hits (the tiers :func:`kvlab.loop.replay` reports):
+
+- ``vllm``: the native offload loads asynchronously before the request is scheduled (the scheduler keeps it in
+  ``WAITING_FOR_REMOTE_KVS`` until the load is reported done: vllm ``v1/core/sched/scheduler.py``; the
+  offloading connector's ``wait_for_layer_load`` is a no-op, so nothing overlaps), then prefills the rest:
+  ``load + prefill``; its stores run after the step, off the TTFT;
+- ``lmcache`` (through vLLM's KV connector, ``lmcache/integration/vllm/vllm_v1_adapter.py``): ``start_load_kv``
+  loads before the forward pass and ``wait_for_save`` blocks until the new tokens are stored (write-through):
+  ``load + prefill + store``; with LMCache's ``use_layerwise`` (default false, ``lmcache/v1/config.py``) both
+  run layer by layer beside the compute: the longer of load and prefill, plus one layer of the shorter and
+  one layer of the store;
+- ``sglang``: HiCache starts loading the host pages before the prefill and each layer waits for its own
+  (``LayerDoneCounter`` in ``sglang/srt/managers/cache_controller.py``; docs ``hicache_design.md``: "loading
+  the KV Cache of layer N+1 while computing layer N"): layer by layer, as LMCache's ``use_layerwise``; its
+  write-through backups to host run beside, off the TTFT.
+
+A GPU hit costs nothing to move; at least one token is computed (the last: a full hit recomputes it).
+"""
+
+import functools
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from kvlab.latency import roofline
+from kvlab.latency.transfer import COPY_US, UNITS, Link, transfer_unit
+from kvlab.sizing.engines import LMCACHE_CHUNK, SGLANG_PAGE
+from kvlab.util.errors import KvlabError, SettingError
+
+__all__ = ["ALL_REDUCES", "CHOICES", "ENGINES", "LATENCY_SOURCES", "NUMBERS", "HardwareModel", "HardwareSettings"]
+
+ENGINES = tuple(COPY_US)
+LATENCY_SOURCES = ("auto", "database", "roofline")
+COMPOSITION = {
+    "vllm": "load, then prefill (vllm v1/core/sched/scheduler.py: WAITING_FOR_REMOTE_KVS until the load finishes)",
+    "lmcache": "load, prefill, then the blocking store (lmcache/integration/vllm/vllm_v1_adapter.py start_load_kv,"
+    " wait_for_save)",
+    "lmcache-layerwise": "load and store beside prefill, layer by layer (LMCache use_layerwise: vllm_v1_adapter.py)",
+    "sglang": "load beside prefill, layer by layer (sglang/srt/managers/cache_controller.py LayerDoneCounter)",
+}
+ALL_REDUCES = ("ring", "none")  # none: no tensor-parallel communication, as Mooncake's Eq. 2 assumes
+# A block's tokens where no cache gives one: vLLM's --block-size default (vllm/config/cache.py), LMCache's chunk,
+# SGLang's page on CUDA (kvlab/sizing/engines.py).
+ENGINE_BLOCK_TOKENS = {
+    "vllm": 16,
+    "lmcache": LMCACHE_CHUNK,
+    "sglang": SGLANG_PAGE,
+}
+
+
+# The ranges of HardwareSettings' numbers, (low, high, in words): the flags' types and the Python API's checks.
+NUMBERS = {
+    "efficiency": (1e-9, 1, "a fraction in (0, 1]"),
+    "memory_efficiency": (1e-9, 1, "a fraction in (0, 1]"),
+    "overhead_ms": (0, 1e9, "0 or more ms"),
+    "link_gbps": (1e-9, 1e9, "a positive number"),
+    "copy_us": (0, 1e9, "0 or more microseconds"),
+    "link_latency_ms": (0, 1e9, "0 or more ms"),
+}
+CHOICES = {"engine": ENGINES, "latency_source": LATENCY_SOURCES, "all_reduce": ALL_REDUCES}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareSettings:
+    """What prices time: the model, the system, the engine; the roofline's factors and the link's. Each field is
+    a flag of ``kvlab ttft predict`` (``--gpu-system``, ...) and a keyword of the Python API."""
+
+    model_config: str
+    gpu_system: str
+    engine: str = "vllm"
+    engine_version: str | None = None
+    tp: int = 1
+    latency_source: str = "auto"
+    efficiency: float = roofline.Efficiency.compute
+    memory_efficiency: float = roofline.Efficiency.memory
+    overhead_ms: float = 0.0
+    link_gbps: float | None = None  # default: the system's PCIe figure
+    copy_us: float | None = None  # default: the engine's (kvlab/latency/transfer.py COPY_US)
+    link_latency_ms: float = 0.0
+    layerwise: bool = False
+    all_reduce: str = "ring"
+    kv_dtype: str = "auto"
+
+    def __post_init__(self):
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                flag = name.replace("_", "-")
+                raise SettingError(
+                    f"argument --{flag}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
+                )
+        if self.layerwise and self.engine != "lmcache":
+            raise SettingError("--layerwise is LMCache's use_layerwise: it applies to --engine lmcache only")
+        for name, (low, high, what) in NUMBERS.items():
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not low <= value <= high):
+                raise SettingError(f"argument --{name.replace('_', '-')}: expected {what}, got {value!r}")
+
+    def efficiencies(self):
+        return roofline.Efficiency(self.efficiency, self.memory_efficiency, self.overhead_ms)
+
+    def replace(self, **changes):
+        return HardwareSettings(**{**asdict(self), **changes})
+
+
+def settings_names():
+    return tuple(setting.name for setting in fields(HardwareSettings))
+
+
+class HardwareModel:
+    """Prices requests in one setting (:class:`HardwareSettings`) and a cache's ``block_tokens``."""
+
+    def __init__(self, settings, block_tokens=None):
+        from kvlab.latency.shape import read_compute_shape
+        from kvlab.latency.systems import read_system
+        from kvlab.sizing.model_size import ModelConfigError, read_model_config
+
+        self.settings = settings
+        self.block_tokens = block_tokens or ENGINE_BLOCK_TOKENS[settings.engine]
+        self.system = read_system(settings.gpu_system)
+        try:
+            kv = read_model_config(settings.model_config)
+            self.bytes_per_token = kv.bytes_per_token(settings.tp, settings.kv_dtype, windows=True)
+        except (ModelConfigError, ValueError) as error:
+            raise SettingError(f"--model-config: {error}") from None
+        self.layers = kv.layers + kv.window_layers or 1
+        self.database, why = self._database(settings)
+        self.shape = None
+        if self.database is None:
+            try:
+                self.shape = read_compute_shape(settings.model_config)
+            except (ModelConfigError, ValueError) as error:
+                raise SettingError(f"--model-config: {error}") from None
+        self.why_roofline = why
+        peak = settings.link_gbps if settings.link_gbps is not None else self.system.pcie_bw / 1e9
+        copy = settings.copy_us if settings.copy_us is not None else COPY_US[settings.engine]
+        self.link = Link(peak, copy, settings.link_latency_ms)
+        self.prefill_ms = functools.lru_cache(maxsize=1 << 16)(self._prefill_ms)
+
+    def with_settings(self, settings):
+        """This model repriced in ``settings`` that differ in the roofline's and the link's factors only (the
+        calibration's step), without reading its files again."""
+        import copy
+
+        model = copy.copy(self)
+        model.settings = settings
+        model.link = Link(
+            settings.link_gbps if settings.link_gbps is not None else self.link.peak_gbps,
+            settings.copy_us if settings.copy_us is not None else self.link.copy_us,
+            settings.link_latency_ms,
+        )
+        model.prefill_ms = functools.lru_cache(maxsize=1 << 16)(model._prefill_ms)
+        return model
+
+    def _database(self, settings):
+        """The database where the setting asks for it and it covers the model; else None and why not."""
+        if settings.latency_source == "roofline":
+            return None, "asked for"
+        if Path(settings.gpu_system).suffix in (".yaml", ".yml"):
+            if settings.latency_source == "database":
+                raise SettingError("--latency-source database: a system file of one's own has no measured kernels")
+            return None, "a system file of one's own has no measured kernels"
+        from kvlab.latency.database import Database
+
+        try:
+            model_dir = Path(settings.model_config).parent
+            return Database(model_dir, settings.gpu_system, settings.engine, settings.engine_version, settings.tp), None
+        except KvlabError as error:
+            if settings.latency_source == "database" or settings.engine_version is not None:
+                raise  # asked for the database, or for one of its versions
+            return None, str(error)
+
+    @property
+    def source(self):
+        """``database`` or ``roofline``: what priced the prefills."""
+        return "database" if self.database is not None else "roofline"
+
+    def describe(self):
+        """What priced what, for every output: the prefill's source, the link, the engine's composition."""
+        settings = self.settings
+        rule = "lmcache-layerwise" if settings.layerwise else settings.engine
+        if self.database is not None:
+            prefill = self.database.source
+        else:
+            factors = settings.efficiencies()
+            prefill = (
+                f"roofline: {self.system.source}; efficiency compute {factors.compute} memory {factors.memory},"
+                f" overhead {factors.overhead_ms} ms, all-reduce {settings.all_reduce}"
+            )
+            if settings.latency_source == "auto":
+                prefill += f" (not the database: {self.why_roofline})"
+        link = "--link-gbps" if settings.link_gbps is not None else f"PCIe of {self.system.source}"
+        return {
+            "latency_source": self.source,
+            "prefill": prefill,
+            "transfer": {
+                **self.link.describe(),
+                "peak_from": link,
+                "copy_from": "--copy-us" if settings.copy_us is not None else "kvlab/latency/transfer.py (vllm#33398)",
+                "unit": UNITS[settings.engine],
+            },
+            "composition": COMPOSITION[rule],
+            "model_config": Path(settings.model_config).as_posix(),
+            "gpu_system": self.system.name,
+            "engine": settings.engine,
+            "tp": settings.tp,
+            "kv_bytes_per_token": self.bytes_per_token,
+        }
+
+    def _prefill_ms(self, tokens, cached):
+        cached = min(cached, tokens - 1)
+        if self.database is not None:
+            return self.database.prefill_ms(tokens, cached)
+        settings = self.settings
+        factors = settings.efficiencies()
+        kv = {"tp": settings.tp, "reduce": settings.all_reduce, "kv_dtype": settings.kv_dtype}
+        return roofline.prefill_ms(self.shape, self.system, factors, tokens, cached, **kv)
+
+    def load_ms(self, tokens):
+        """Moving ``tokens`` tokens of KV from the CPU tier to one GPU (every rank moves its share at once)."""
+        size = tokens * self.bytes_per_token
+        unit = transfer_unit(self.settings.engine, self.block_tokens, tokens, self.bytes_per_token, self.layers)
+        return self.link.ms(size, unit)
+
+    @property
+    def layer_by_layer(self):
+        return self.settings.engine == "sglang" or self.settings.layerwise
+
+    def store_ms(self, tokens, gpu_tokens, cpu_tokens, has_cpu):
+        """LMCache's blocking write-through of the computed tokens where the cache has a CPU tier; 0 for the
+        engines that store off the TTFT."""
+        computed = tokens - gpu_tokens - cpu_tokens
+        return self.load_ms(computed) if has_cpu and computed > 0 and self.settings.engine == "lmcache" else 0.0
+
+    def parts_ms(self, tokens, gpu_tokens, cpu_tokens, has_cpu=False):
+        """``(load, prefill, ttft)`` of one request, in ms (the TTFT with the store of :meth:`store_ms`)."""
+        if tokens <= 0:
+            return 0.0, 0.0, 0.0
+        load = self.load_ms(cpu_tokens)
+        prefill = self.prefill_ms(tokens, gpu_tokens + cpu_tokens)
+        store = self.store_ms(tokens, gpu_tokens, cpu_tokens, has_cpu)
+        if self.layer_by_layer:
+            ttft = max(load, prefill) + (min(load, prefill) + store) / self.layers
+        else:
+            ttft = load + prefill + store
+        return load, prefill, ttft
+
+    def predict_mix(self, tokens, gpu_tokens, cpu_tokens, has_cpu=True):
+        """The TTFT of one request (the per-tier model's interface: kvlab/latency/model.py)."""
+        return self.parts_ms(tokens, gpu_tokens, cpu_tokens, has_cpu)[2]
+
+    def decode_ms(self, contexts):
+        """One decode step of a batch whose requests hold ``contexts`` tokens each."""
+        if self.database is not None:
+            return self.database.decode_ms(len(contexts), max(1, math.ceil(sum(contexts) / len(contexts))))
+        settings = self.settings
+        factors = settings.efficiencies()
+        return roofline.decode_ms(
+            self.shape, self.system, factors, contexts, settings.tp, settings.all_reduce, settings.kv_dtype
+        )
