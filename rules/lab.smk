@@ -47,6 +47,7 @@ rule sweep_collect:
         "logs/sweep_collect/{sweep}.log",
     wildcard_constraints:
         sweep=paths.name_pattern(config["sweeps"]),
+    localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     params:
         record=of(commands.sweep_record, "sweep"),
     run:

@@ -10,6 +10,7 @@ rule example_measurement:
         artifact(paths.EXAMPLE_MEASUREMENT),
     log:
         "logs/example_measurement.log",
+    localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     params:
         **EXAMPLE,
     run:
@@ -28,6 +29,7 @@ rule measurement_copy:
         artifact(paths.MEASUREMENT),
     log:
         "logs/measurement_copy.log",
+    localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     shell:
         "cp {input.source:q} {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"
 
@@ -40,6 +42,7 @@ rule measured:
         artifact(paths.MEASURED, caption="../report/measured.rst", category="1. The lab"),
     log:
         "logs/measured.log",
+    localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     run:
         kvlab("summarize {input.measurement:q} {output:q}", log)
 
@@ -58,6 +61,7 @@ if "real_measurement" in config:
             ),
         log:
             "logs/real/measured.log",
+        localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
         run:
             kvlab("summarize {input.measurement:q} {output:q}", log)
 

@@ -18,6 +18,7 @@ rule plot:
         "logs/plots/{plot}.log",
     wildcard_constraints:
         plot=paths.name_pattern(PLOT_INPUTS),
+    localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     params:
         note=of(commands.plot_args, "plot"),
     run:

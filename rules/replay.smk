@@ -40,5 +40,6 @@ rule replay_table:
         "logs/replay_table/{workload}.log",
     wildcard_constraints:
         workload=paths.name_pattern(config["replay"]["workloads"]),
+    localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     run:
         kvlab("replay-table --out {output:q} {input.points:q}", log)

@@ -89,6 +89,7 @@ if "lab" in HARDWARE:
             artifact(paths.TTFT_HANDOUT),
         log:
             "logs/ttft/hardware/handout.log",
+        localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
         run:
             jobs.write_document(output[0], commands.handout_latencies(config), log[0])
 

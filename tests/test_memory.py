@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 from conftest import ROOT, kvlab
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kvlab.util.memory import Footprint, MemoryLimitError, Meter, available, default_limit, memory_size
@@ -31,13 +31,15 @@ def test_the_default_is_four_fifths_of_what_is_available():
 
 
 @given(st.integers(0, 10**9), st.integers(0, 10**7), st.integers(0, 10**8), st.floats(0.001, 1))
+@example(0, 0, 89_285_715, 1.0)  # the whole input read: judged by its accesses (hypothesis found it)
 def test_the_meter_stops_exactly_when_the_projection_passes_the_limit(accesses, requests, keys, fraction):
     footprint = Footprint(access=20, request=72, key=112)
     need = footprint.of(accesses, requests, keys) / fraction
     limit = 10**10
     meter = Meter(limit, footprint)
-    if need > limit:
-        with pytest.raises(MemoryLimitError, match=f"judged by the {fraction:.0%} read so far"):
+    if need > limit:  # judged by the part read, or, with the whole input read, by its accesses
+        judged = f"the {fraction:.0%} read so far" if fraction < 1 else f"{accesses:,} block accesses"
+        with pytest.raises(MemoryLimitError, match=f"judged by {judged}"):
             meter.check(accesses, requests, keys, fraction)
     else:
         meter.check(accesses, requests, keys, fraction)
