@@ -77,7 +77,7 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
 
     from kvlab.api.replays import replay, replay_parts, replay_settings
     from kvlab.latency.hardware import HardwareModel
-    from kvlab.latency.pricing import percentiles, price_requests
+    from kvlab.latency.pricing import price_requests, round_times
     from kvlab.loop import report
 
     hardware = _hardware(settings)
@@ -93,18 +93,20 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
     priced = price_requests(model, parts, described["cpu_tokens"] > 0)
     reported = report(made, described, totals)
     tiers = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
-    rounds = []
-    for index, name in enumerate(made.rounds):
-        mine = [row[-1] for row in priced if row[0] == index]
-        figures = next(entry for entry in reported["rounds"] if entry["round"] == name)
-        rounds.append({"round": name, "requests": len(mine), **percentiles(mine), **{k: figures[k] for k in tiers}})
+    everything, per_round = round_times(priced, made.rounds)
+    figures = {entry["round"]: entry for entry in reported["rounds"]}
+    rounds = [
+        {"round": times.pop("round"), "requests": figures[name]["requests"], **times}
+        | {key: figures[name][key] for key in tiers}
+        for name, times in zip(made.rounds, per_round, strict=True)
+    ]
     document = {
         "workload": reported["workload"],
         "cache": reported["cache"],
         "latency_source": model.source,
         "latency": model.describe(),
         "requests": len(priced),
-        "ttft": {**percentiles([row[-1] for row in priced]), **{key: reported[key] for key in tiers}},
+        "ttft": {**everything, **{key: reported[key] for key in tiers}},
         "rounds": rounds,
     }
     table = None

@@ -285,8 +285,10 @@ def predict(args):
 
 def breakeven(args):
     from kvlab.api import ttfts
+    from kvlab.latency.hardware import settings_names
 
-    return Outputs(stdout=ttfts.ttft_breakeven(prefix_tokens=args.prefix_tokens, **vars(hardware_settings(args))))
+    settings = {name: getattr(args, name) for name in settings_names()}  # the API checks them as the flags did
+    return Outputs(stdout=ttfts.ttft_breakeven(prefix_tokens=args.prefix_tokens, **settings))
 
 
 def systems(args):

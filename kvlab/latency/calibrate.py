@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvlab.latency.hardware import HardwareModel
+from kvlab.latency.ttft import measured_requests, pass_reads, served_tiers, setting_document
 from kvlab.util.errors import KvlabError, SettingError
 
 __all__ = [
@@ -349,8 +350,6 @@ def measurement_samples(path, configs, passes, docs, tokens, server=None):
     """``{(config, pass, doc): (tier, Sample)}`` of the measurement at ``path``: each request's tier as ``kvlab
     ttft fit`` tells it (``kvlab/latency/ttft.py``: the setting's reads replayed per config through the lab's design,
     or ``server``'s, e.g. ``("llama-cpp", state_extra_tokens)``)."""
-    from kvlab.latency.ttft import measured_requests, pass_reads, served_tiers
-
     reads = pass_reads(passes, docs)
     requests = measured_requests(path, configs, dict(passes), docs)
     if not requests:
@@ -409,12 +408,7 @@ def calibrate_measurement(
     return {
         "measurement": Path(path).name,
         "setting": {
-            "docs": docs,
-            "tokens": tokens,
-            "configs": {name: {"gpu_tokens": gpu, "cpu_tokens": cpu} for name, (gpu, cpu) in configs.items()},
-            "passes": dict(passes),
-            **({"server": server[0], "state_extra_tokens": server[1]} if server else {}),
-            **({"fit_docs": sorted(fit_docs), "compared": "the other documents"} if fit_docs is not None else {}),
+            **setting_document(docs, tokens, configs, passes, server, fit_docs),
             **({"tiers_not_fitted": unfitted} if unfitted else {}),
             "block_tokens": block,
         },

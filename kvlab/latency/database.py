@@ -52,7 +52,6 @@ class Database:
             reason = str(error).split("\n")[0][:300]
             raise SettingError(f"{PACKAGE} cannot price {self.what}: {reason}") from None
 
-    @functools.cache  # noqa: B019 - a handful of models per process; the trace repeats lengths
     def prefill_ms(self, tokens, cached=0, batch=1):
         """A prefill's ms; at least the last token is computed (a full hit recomputes it: vLLM's
         ``kv_cache_manager.get_computed_blocks`` caps a hit at ``num_tokens - 1``)."""

@@ -14,6 +14,7 @@ setting (``kvlab/sizing/plan.py``) at each CPU budget, from a block-level replay
 command is ``kvlab ttft`` (``kvlab/cli/ttft.py``).
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvlab.latency.measurement import CONFIGS, describe, read_records
@@ -272,6 +273,18 @@ def model_identity(model_config):
     return {"name": Path(model_config).parent.name, **asdict(read_model_config(model_config)), **widths}
 
 
+def setting_document(docs, tokens, configs, passes, server=None, fit_docs=None):
+    """The setting a measurement was fitted in, as a fit's document records it (``setting``)."""
+    return {
+        "docs": docs,
+        "tokens": tokens,
+        "configs": {name: {"gpu_tokens": gpu, "cpu_tokens": cpu} for name, (gpu, cpu) in configs.items()},
+        "passes": dict(passes),
+        **({"server": server[0], "state_extra_tokens": server[1]} if server else {}),
+        **({"fit_docs": sorted(fit_docs), "compared": "the other documents"} if fit_docs is not None else {}),
+    }
+
+
 def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None, fitted_in=None):
     """The model document (fits, per-pass comparison, offload ratios, and ``fitted_in``: the model, the system
     and server, the prompt lengths and whether the measurement is synthetic) and the comparison's rows."""
@@ -280,12 +293,7 @@ def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None, 
     document = {
         "measurement": Path(path).name,
         "setting": {
-            "docs": docs,
-            "tokens": tokens,
-            "configs": {name: {"gpu_tokens": gpu, "cpu_tokens": cpu} for name, (gpu, cpu) in configs.items()},
-            "passes": dict(passes),
-            **({"server": server[0], "state_extra_tokens": server[1]} if server else {}),
-            **({"fit_docs": sorted(fit_docs), "compared": "the other documents"} if fit_docs is not None else {}),
+            **setting_document(docs, tokens, configs, passes, server, fit_docs),
             **({"fitted_on_compared_requests": in_sample} if in_sample else {}),
         },
         "tiers": model.describe(),
@@ -305,13 +313,40 @@ def fit_report(path, configs, passes, docs, tokens, server=None, fit_docs=None, 
     return document, rows
 
 
+@dataclass(frozen=True)
+class FittedScope:
+    """The setting a fitted model may price (``fitted_in``): what it was fitted to, in words, its prompt lengths,
+    and whether it may price outside them (``allow``; never a synthetic measurement's)."""
+
+    path: str
+    what: str
+    synthetic: bool
+    allow: bool
+    tokens: tuple | None
+
+    def judge(self, difference):
+        """``difference`` (how this setting is not the fitted one) back, to label the rows with, where it may price
+        outside; else SettingError saying what to do instead."""
+        if self.synthetic or not self.allow:
+            hint = (
+                "price from the hardware instead (--gpu-system, kvlab ttft predict), or fit a model to a measurement"
+                " of this setting (kvlab measure, kvlab ttft fit --model-config)"
+            )
+            extra = "" if self.synthetic else "; --allow-other-setting prices anyway, labelled"
+            raise Refused(
+                f"{self.path}: {difference}: a model fitted to {self.what} prices that setting only; {hint}{extra}"
+            )
+        return difference
+
+
 def fitted_model(path, model_config, workload, allow=False):
     """The model a ``fit`` wrote and whether it may price this setting: ``(model, outside)``, ``outside`` naming
-    how the setting differs from the one it was fitted in (only with ``allow``; None inside it). SettingError,
-    saying what to do instead, when it differs and ``allow`` is not given, or the measurement was synthetic."""
-    model = read_model(path)
+    how the setting differs from the one it was fitted in (only with ``allow``; None inside it); the model's
+    ``scope`` (:class:`FittedScope`) judges the prompts' lengths later. SettingError, saying what to do instead,
+    when it differs and ``allow`` is not given, or the measurement was synthetic."""
     document = read_json(path)
-    fitted = document.get("fitted_in") if isinstance(document, dict) else None
+    model = model_of(document, path)
+    fitted = document.get("fitted_in")
     if not isinstance(fitted, dict):
         fitted = {"model": None, "synthetic": False, "tokens": None}
     differences = []
@@ -321,40 +356,35 @@ def fitted_model(path, model_config, workload, allow=False):
         differences.append("it was fitted without --model-config (its model is unknown)")
     elif {k: v for k, v in theirs.items() if k != "name"} != {k: v for k, v in mine.items() if k != "name"}:
         differences.append(f"it was fitted to {theirs.get('name')}, not {mine['name']}")
-    model.token_range = tuple(fitted["tokens"]) if fitted.get("tokens") else None
-    model.refusal = None
-    what = "the SYNTHETIC example measurement" if fitted.get("synthetic") else "its measurement's setting"
-    hint = (
-        "price from the hardware instead (--gpu-system, kvlab ttft predict), or fit a model to a measurement"
-        " of this setting (kvlab measure, kvlab ttft fit --model-config)"
-    )
-    if differences and (fitted.get("synthetic") or not allow):
-        extra = "" if fitted.get("synthetic") else "; --allow-other-setting prices anyway, labelled"
-        raise Refused(f"{path}: {differences[0]}: a model fitted to {what} prices that setting only; {hint}{extra}")
-    model.refusal = (path, what, hint, fitted.get("synthetic"), allow)
+    synthetic = bool(fitted.get("synthetic"))
+    what = "the SYNTHETIC example measurement" if synthetic else "its measurement's setting"
+    tokens = tuple(fitted["tokens"]) if fitted.get("tokens") else None
+    model.scope = FittedScope(str(path), what, synthetic, allow, tokens)
+    if differences:
+        model.scope.judge(differences[0])
     return model, "; ".join(differences) or None
 
 
 def check_lengths(model, lengths):
     """SettingError when a fitted model (:func:`fitted_model`) would price prompts longer or shorter than those it
     was fitted on, unless allowed; returns the difference's text (or None)."""
-    bounds = getattr(model, "token_range", None)
-    if not bounds:
+    scope = getattr(model, "scope", None)
+    if scope is None or not scope.tokens:
         return None
-    outside = sum(1 for length in lengths if not bounds[0] <= length <= bounds[1])
+    low, high = scope.tokens
+    outside = sum(1 for length in lengths if not low <= length <= high)
     if not outside:
         return None
-    path, what, hint, synthetic, allow = model.refusal
-    text = f"{outside:,} requests are outside the {bounds[0]:,}..{bounds[1]:,} prompt tokens it was fitted on"
-    if synthetic or not allow:
-        extra = "" if synthetic else "; --allow-other-setting prices anyway, labelled"
-        raise Refused(f"{path}: {text}: a model fitted to {what} prices that setting only; {hint}{extra}")
-    return text
+    return scope.judge(f"{outside:,} requests are outside the {low:,}..{high:,} prompt tokens it was fitted on")
 
 
 def read_model(path):
     """The model a ``fit`` wrote; ValueError naming the file if it is not one."""
-    document = read_json(path)
+    return model_of(read_json(path), path)
+
+
+def model_of(document, path):
+    """The model of a ``fit``'s document read from ``path``; ValueError naming the file if it is not one."""
     if isinstance(document, dict) and "calibration" in document:
         raise Refused(
             f"{path}: a hardware calibration (kvlab ttft fit --gpu-system), not a per-tier model: price with its"
