@@ -306,7 +306,7 @@ add_many(
     "replay",
     MOON,
     [
-        ("mooncake-block-256", ["--block-tokens", "256"], 2, "--block-tokens must be a multiple"),
+        ("mooncake-block-384", ["--block-tokens", "384"], 2, "--block-tokens must be a multiple or a divisor"),
         ("mooncake-tokens-flag", ["--tokens", "10"], 2, "--tokens is a setting of --workload lab"),
         ("per-request-is-trace", ["--per-request", "t.jsonl"], 2, "t.jsonl is both an input and an output"),
         ("trace-missing", {"--trace": "missing.jsonl"}, 1, "missing.jsonl: cannot read"),
@@ -388,7 +388,7 @@ add(
     "bailian-block-24",
     ["--workload", "bailian", "--trace", "q.jsonl", "--gpu-tokens", "1", "--block-tokens", "24"],
     2,
-    "--block-tokens must be a multiple of the trace's 16-token blocks, got 24",
+    "--block-tokens must be a multiple or a divisor of the trace's 16-token blocks, got 24",
     {"q.jsonl": jl(BAILIAN_LINE)},
 )
 

@@ -17,6 +17,7 @@ LAYERS = (
     ("kvlab.curves", "kvlab.designs"),
     ("kvlab.sizing",),
     ("kvlab.latency",),
+    ("kvlab.engine",),
     ("kvlab.measure",),
     ("kvlab.report",),
     ("kvlab.api",),

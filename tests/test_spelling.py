@@ -189,6 +189,8 @@ ROOM_WORDS = {"tokens", "gib"}  # --gpu-tokens, --cpu-gib, ...
 NOT_ROOMS = {"--gpu-eviction", "--cpu-eviction", "--touch-cpu-on-gpu-hit", "--re-store-on-gpu-hit"}
 NOT_ROOMS |= {"--gpu-hit-ms", "--cpu-load-ms"}  # the example measurement's latency of a tier
 NOT_ROOMS |= {"--gpu-system"}  # the hardware TTFT is priced on (aiconfigurator-core's system: h100_sxm, ...)
+ROOM_WORDS |= {"blocks"}  # kvlab simulate's --gpu-blocks/--cpu-blocks (issue 25 names them): an engine's pool
+NOT_ROOMS |= {"--gpu-memory-utilization"}  # vLLM's flag: the share of GPU memory the engine takes
 NOT_BUDGETS = {"--max-memory"}  # this machine's memory for the command itself (8G, 512M), not a cache's
 
 

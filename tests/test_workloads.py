@@ -324,9 +324,10 @@ def test_mooncake_streams(tmp_path):
         next(batches)
 
 
-@pytest.mark.parametrize("block", [256, 513, 768, 1000, 1280])
-def test_mooncake_block_must_be_a_multiple_of_512(tmp_path, block):
-    """A block that splits the trace's 512-token blocks is refused at construction, naming --block-tokens."""
+@pytest.mark.parametrize("block", [384, 513, 768, 1000, 1280])
+def test_mooncake_block_must_be_a_multiple_or_divisor_of_512(tmp_path, block):
+    """A block that neither groups nor divides the trace's 512-token blocks is refused at construction, naming
+    --block-tokens."""
     with pytest.raises(WorkloadError) as excinfo:
         Mooncake(trace=str(tmp_path / "never-read.jsonl"), block_tokens=block)
     check_one_line_error(excinfo, "--block-tokens", str(block))
@@ -456,3 +457,29 @@ def test_the_config_schema_knows_every_source_and_which_read_a_trace():
     assert workload["properties"]["source"]["enum"] == list(WORKLOADS)
     traced = [rule for rule in workload["allOf"] if "trace" in rule.get("then", {}).get("required", [])]
     assert [rule["if"]["properties"]["source"]["enum"] for rule in traced] == [list(FORMATS)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3 * 512)), min_size=1, max_size=8),
+    st.sampled_from([1, 2, 64, 128, 256]),
+)
+def test_mooncake_pieces_of_a_block_are_reused_only_behind_it(tmp_path_factory, shapes, block):
+    """Blocks that divide the trace's 512 (as aisimulate cuts them into an engine's 64-token blocks): a request of
+    ``n`` tokens has ``ceil(n / block)`` of them, and two requests share piece ``j`` exactly when they share the
+    trace block it is cut from, at the same place: checked against a brute-force expansion of each line."""
+    path = tmp_path_factory.mktemp("pieces") / "trace.jsonl"
+    lines, expected = [], []
+    for number, (chain, tokens) in enumerate(shapes):
+        ids = [chain * 100 + index for index in range(-(-tokens // 512))]
+        lines.append(json.dumps({"timestamp": number, "input_length": tokens, "output_length": 1, "hash_ids": ids}))
+        expected.append([(ids[piece * block // 512], piece % (512 // block)) for piece in range(-(-tokens // block))])
+    path.write_text("\n".join(lines) + "\n")
+    served = list(Mooncake(trace=str(path), block_tokens=block).timed())
+    assert [len(request.keys) for request in served] == [len(pieces) for pieces in expected]
+    names = {}
+    for request, pieces in zip(served, expected, strict=True):
+        for key, piece in zip(request.keys, pieces, strict=True):
+            assert names.setdefault(piece, key) == key  # one key per piece
+    assert len(set(names.values())) == len(names)  # and one piece per key
+    assert [request.arrival_s for request in served] == [number / 1000 for number in range(len(shapes))]

@@ -33,8 +33,11 @@ class PrefixCache:
     """Two tiers of blocks of ``block_tokens`` tokens; rooms in tokens (a CPU room of 0: no CPU tier), or in the
     unit of ``blocks``' sizes where it is given (:mod:`kvlab.cache.costs`).
 
-    Subclasses are the write policies: ``_write`` fills the tiers after the lookup.
+    Subclasses are the write policies: the CPU's part before and after the GPU's (:meth:`cpu_before`,
+    :meth:`cpu_after`), which the time-aware replay (``kvlab/engine``) also calls on its own GPU pool.
     """
+
+    takes_victims = False  # whether cpu_after takes what left the GPU (write-back)
 
     name = ""
 
@@ -139,6 +142,20 @@ class PrefixCache:
 
     def _write(self, blocks, gpu_end, cpu_end):
         """Fill the tiers after the lookup: GPU blocks ``[0, gpu_end)``, CPU blocks ``[gpu_end, cpu_end)``."""
+        self.cpu_before(blocks, gpu_end, cpu_end)
+        victims = None
+        if self.takes_victims:
+            victims = self.gpu.victims = []
+        self._fill_gpu(blocks, gpu_end)
+        self.gpu.victims = None
+        self.cpu_after(blocks, gpu_end, cpu_end, victims)
+
+    def cpu_before(self, blocks, gpu_end, cpu_end):
+        """The CPU's part before the GPU takes the request's blocks (nothing, but in write-back)."""
+
+    def cpu_after(self, blocks, gpu_end, cpu_end, victims=None, gpu=None):
+        """The CPU's part after the GPU took them; ``victims``: ``(key, size)`` of what left the GPU meanwhile (with
+        :attr:`takes_victims`), ``gpu`` what holds the GPU's blocks (the GPU tier, or the engine's pool)."""
         raise NotImplementedError
 
     def _apply(self, keys, runs):

@@ -52,11 +52,10 @@ class WriteThrough(PrefixCache):
             (True, True): cpu.access_all,
         }[bool(touch_cpu_on_gpu_hit), bool(re_store_on_gpu_hit)]
 
-    def _write(self, blocks, gpu_end, cpu_end):
-        self._fill_gpu(blocks, gpu_end)
-        stored = blocks.stored
+    def cpu_after(self, blocks, gpu_end, cpu_end, victims=None, gpu=None):
         if not self.cpu.capacity:
             return  # no CPU tier: it can take nothing
+        stored = blocks.stored
         gpu_hit = gpu_end if gpu_end < stored else stored
         cpu_hit = cpu_end if cpu_end < stored else stored
         runs = blocks.runs(self._on_gpu_hit, 0, gpu_hit) if self._on_gpu_hit else []
@@ -67,6 +66,20 @@ class WriteThrough(PrefixCache):
     def _computed(self, blocks, cpu_hit):
         """The CPU's calls for the computed blocks: store them all."""
         return blocks.runs(self.cpu.access_all, cpu_hit, blocks.stored)
+
+    def stores(self, keys, gpu_end, cpu_end):
+        """Of a request's stored ``keys``, those :meth:`cpu_after` will copy to the CPU: the computed ones it does not
+        hold (and, with ``re_store_on_gpu_hit``, the GPU hits it does not hold)."""
+        cpu = self.cpu
+        if not cpu.capacity:
+            return []
+        stored = [key for key in keys[max(gpu_end, cpu_end) :] if key not in cpu and self._stores(key)]
+        if self._on_gpu_hit in (cpu.store_absent, cpu.access_all):
+            stored = [key for key in keys[:gpu_end] if key not in cpu] + stored
+        return stored
+
+    def _stores(self, key):
+        return True
 
 
 class Selective(WriteThrough):
@@ -81,6 +94,9 @@ class Selective(WriteThrough):
     def _computed(self, blocks, cpu_hit):
         return blocks.runs(self._store_recomputed, cpu_hit, blocks.stored)
 
+    def _stores(self, key):
+        return key in self._seen
+
     def _store_recomputed(self, keys, size):
         seen = self._seen
         again = [key for key in keys if key in seen]
@@ -93,17 +109,21 @@ class WriteBack(PrefixCache):
 
     name = "write-back"
 
-    def _write(self, blocks, gpu_end, cpu_end):
-        cpu = self.cpu
+    takes_victims = True
+
+    def cpu_before(self, blocks, gpu_end, cpu_end):
         # Blocks that go to the GPU leave the CPU: its hits, and any unusable copy after a gap.
+        cpu = self.cpu
         for key in blocks.keys[min(gpu_end, blocks.stored) : blocks.stored]:
             cpu.discard(key)
-        gpu = self.gpu
-        victims = gpu.victims = []
-        self._fill_gpu(blocks, gpu_end)
-        gpu.victims = None
-        for key, size in leavers(victims, gpu):
+
+    def cpu_after(self, blocks, gpu_end, cpu_end, victims=None, gpu=None):
+        cpu = self.cpu
+        for key, size in leavers(victims, self.gpu if gpu is None else gpu):
             cpu.access(key, size)
+
+    def stores(self, keys, gpu_end, cpu_end):
+        return []  # what it copies out are the GPU's victims, as they leave
 
 
 def leavers(victims, gpu):

@@ -15,6 +15,7 @@ COMMANDS = {
     "scenario": ("scenario", "the lab's scenario: documents read in passes through a GPU (+ CPU) LRU cache"),
     "summarize": ("summarize", "a TTFT measurement (JSONL) as per-pass medians, means and offload ratios"),
     "replay": ("replay", "a workload through a two-tier prefix cache of KV blocks: its reuse figures"),
+    "simulate": ("simulate", "a workload through one engine instance on a clock: TTFT, TPOT, throughput under load"),
     "mrc": ("mrc", "the exact LRU curve of a tier at every room, and its cliffs"),
     "plan": ("plan", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
     "size": ("size", "a model's KV cache per GPU, layer group by layer group: bytes per token, GiB for a prompt"),

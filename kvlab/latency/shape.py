@@ -44,6 +44,7 @@ class ComputeShape:
     moe_layers: int
     weight_bytes: int
     kv: KVShape
+    model_type: str = ""
 
     def attention_params(self):
         """q, k, v and o projections of one layer."""
@@ -132,6 +133,7 @@ def read_compute_shape(path):
         vocab=field("vocab_size"),
         tied=bool(config.get("tie_word_embeddings", True)),  # PretrainedConfig's default (Gemma 2 and 3, OPT omit it)
         gated=config.get("model_type") not in UNGATED,
+        model_type=str(config.get("model_type") or ""),
         experts=experts,
         experts_per_token=field("num_experts_per_tok", default=1) if experts else 0,
         expert_intermediate=field("moe_intermediate_size", default=intermediate) if experts else 0,

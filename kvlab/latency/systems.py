@@ -64,6 +64,8 @@ class System:
     gpus_per_node: int
     p2p_latency_s: float  # one collective step's fixed latency
     source: str  # where the figures come from
+    mem_capacity: float = 0.0  # HBM bytes (0: not given)
+    other_mem: float = 0.0  # bytes the runtime keeps besides weights, activations and KV (aiconfigurator's other_mem)
 
     def describe(self):
         return {
@@ -115,6 +117,7 @@ def read_system(name):
             raise SettingError(f"{path.as_posix()}: {label}.{key} must be a positive number, got {shown(value)}")
         return float(value)
 
+    misc = document.get("misc")
     gpus = node.get("num_gpus_per_node", 1)
     if type(gpus) is not int or not 1 <= gpus <= 1024:
         raise SettingError(
@@ -130,6 +133,8 @@ def read_system(name):
         gpus_per_node=gpus,
         p2p_latency_s=figure(node, "p2p_latency", "node", optional=True),
         source=source,
+        mem_capacity=figure(gpu, "mem_capacity", "gpu", optional=True),
+        other_mem=figure(misc, "other_mem", "misc", optional=True) if isinstance(misc, dict) else 0.0,
     )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "WORKLOADS",
     "Option",
     "Request",
+    "Timed",
     "Workload",
     "WorkloadError",
     "repeat_documents",
@@ -49,6 +50,16 @@ class Request(NamedTuple):
     label: Any  # what the per-request table shows of it: a document number, a timestamp
     keys: list  # block keys, head first
     tokens: int  # prompt length; every block is full but perhaps the last
+
+
+class Timed(NamedTuple):
+    """A request as the time-aware replay serves it (``kvlab/engine``): its prompt and, where the source has them,
+    its arrival on the source's clock and its output length."""
+
+    keys: list  # block keys, head first (dense ids)
+    tokens: int  # prompt length
+    arrival_s: float | None  # the trace's timestamp in seconds (None: the source has no clock)
+    output_tokens: int | None  # the trace's output length (None: the source has none)
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,16 @@ class Workload:
         from kvlab.workloads.stream import columns_of
 
         return columns_of(self.requests())
+
+    def timed(self):
+        """Yield each request as a :class:`Timed` (keys dense, as in :meth:`batches`): a source with a clock and
+        output lengths (a trace) overrides it."""
+        for columns in self.batches():
+            keys = columns.keys.tolist()
+            start = 0
+            for tokens, count in zip(columns.tokens.tolist(), columns.counts.tolist(), strict=True):
+                yield Timed(keys[start : start + count], tokens, None, None)
+                start += count
 
     def __len__(self):
         """Number of requests, for the progress bar (0 when unknown before reading)."""
@@ -329,7 +350,9 @@ class LongDocQAWorkload(DocumentWorkload):
 class TraceWorkload(Workload):
     """A trace of requests at block granularity (``kvlab/workloads/traces.py``): streamed, a bad line stops the replay
     with ``file:line: what is wrong``. The hash ids are chained, so blocks of ``k`` trace blocks are keyed by
-    the last id of each group of ``k``."""
+    the last id of each group of ``k``; blocks of ``1/k`` of a trace block (as aisimulate cuts a Mooncake trace's
+    512-token blocks into an engine's 64-token ones) are keyed by the trace block and their place in it, so a
+    piece is reused only behind the same prefix."""
 
     rounds = ["trace"]
     label_name = "timestamp"
@@ -339,11 +362,13 @@ class TraceWorkload(Workload):
     def __init__(self, block_tokens=None, **settings):
         super().__init__(block_tokens, **settings)
         unit = self.format.block_tokens
-        if self.block_tokens % unit:
+        if self.block_tokens % unit and unit % self.block_tokens:
             raise WorkloadError(
-                f"--block-tokens must be a multiple of the trace's {unit}-token blocks, got {self.block_tokens}"
+                f"--block-tokens must be a multiple or a divisor of the trace's {unit}-token blocks,"
+                f" got {self.block_tokens}"
             )
-        self.group = self.block_tokens // unit
+        self.group = max(1, self.block_tokens // unit)
+        self.split = max(1, unit // self.block_tokens)
 
     @property
     def default_block_tokens(self):
@@ -366,18 +391,47 @@ class TraceWorkload(Workload):
             for request in requests_of(columns):
                 yield Request(*request)
 
-    def _columns(self):
-        """The trace's batches with the hash ids of this workload's blocks as keys."""
+    def timed(self):
+        from kvlab.workloads.dense import Interner
+
+        interner = Interner()
+        seconds = self.format.seconds
+        for columns, outputs in self._columns(outputs=True):
+            keys = interner.dense(columns.keys).tolist()
+            start = 0
+            rows = zip(columns.labels.tolist(), columns.tokens.tolist(), columns.counts.tolist(), outputs, strict=True)
+            for label, tokens, count, output in rows:
+                yield Timed(keys[start : start + count], tokens, label * seconds, output)
+                start += count
+
+    def _columns(self, outputs=False):
+        """The trace's batches with the hash ids of this workload's blocks as keys (with ``outputs``: each with its
+        requests' output lengths, a list, or Nones where the format has none)."""
         import numpy as np
 
-        from kvlab.workloads.stream import Columns, group_blocks
+        from kvlab.workloads.stream import Columns, group_blocks, split_blocks
         from kvlab.workloads.traces import read
 
+        interner = None
+        if self.split > 1:
+            from kvlab.workloads.dense import Interner
+
+            interner = Interner()
         try:
             for batch in read(self.trace, self.format):
-                ids, counts = group_blocks(batch.ids, batch.counts, self.group)
+                if interner is not None:
+                    ids, counts = split_blocks(
+                        interner.dense(batch.ids), batch.counts, batch.tokens, self.split, self.block_tokens
+                    )
+                else:
+                    ids, counts = group_blocks(batch.ids, batch.counts, self.group)
                 self.read_fraction = batch.fraction
-                yield Columns(np.zeros(len(counts), dtype=np.int64), batch.labels, batch.tokens, counts, ids)
+                columns = Columns(np.zeros(len(counts), dtype=np.int64), batch.labels, batch.tokens, counts, ids)
+                if outputs:
+                    given = batch.outputs
+                    yield columns, [None] * len(counts) if given is None else given.tolist()
+                else:
+                    yield columns
         except TraceError as error:
             raise WorkloadError(str(error)) from None
 

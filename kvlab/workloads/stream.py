@@ -11,7 +11,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Columns", "columns_of", "concatenate", "group_blocks", "load", "requests_of", "round_sums"]
+__all__ = [
+    "Columns",
+    "columns_of",
+    "concatenate",
+    "group_blocks",
+    "load",
+    "requests_of",
+    "round_sums",
+    "split_blocks",
+]
 
 
 class Columns(NamedTuple):
@@ -104,3 +113,17 @@ def group_blocks(ids, counts, group):
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(counts) else counts
     within = np.arange(int(grouped.sum())) - np.repeat(np.cumsum(grouped) - grouped, grouped)
     return ids[starts[request] + np.minimum((within + 1) * group, counts[request]) - 1], grouped
+
+
+def split_blocks(ids, counts, tokens, split, block):
+    """Blocks of ``1/split`` of a trace block, per request: ``ceil(tokens / block)`` of them, piece ``j`` of trace
+    block ``i`` keyed ``ids[i] * split + j`` (``ids`` dense, from 0: the keys stay distinct and within 64 bits).
+
+    A trace block's id stands for its whole prefix, so its ``j``-th piece is the same wherever that id is.
+    """
+    pieces = -(-tokens // block)
+    request = np.repeat(np.arange(len(counts)), pieces)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(counts) else counts
+    within = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    parent = ids.astype(np.int64)[starts[request] + within // split]
+    return parent * split + within % split, pieces

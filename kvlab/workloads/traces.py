@@ -36,6 +36,7 @@ class Batch(NamedTuple):
     counts: object  # int64: blocks per request
     ids: object  # int64: the hash ids of every request's blocks, request after request
     fraction: float | None  # of the file read so far (None: unknown, standard input)
+    outputs: object = None  # int64: per request its output_length, where the format has one
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,13 @@ class TraceFormat:
     title: str  # as people write it
     block_tokens: int
     fields: tuple[Field, ...]
+    seconds: float = 1.0  # one unit of its timestamps, in seconds
+
+    @property
+    def output_column(self):
+        """The index of ``output_length`` among :attr:`scalars`, or None where the format has none."""
+        names = [field.name for field in self.scalars]
+        return names.index("output_length") if "output_length" in names else None
 
     @property
     def integers(self):
@@ -101,8 +109,9 @@ class TraceFormat:
         """Every field but hash_ids, the label and the tokens first."""
         return (TIMESTAMP, INPUT_LENGTH, *self.fields)
 
-    def check(self, raw, where):
-        """The reference reader of one line: ``(timestamp, input_length, hash_ids)``, or TraceError."""
+    def check(self, raw, where, every=False):
+        """The reference reader of one line: ``(timestamp, input_length, hash_ids)`` (with ``every``: the values of
+        all :attr:`scalars`, then ``hash_ids``), or TraceError."""
         try:
             record = parse_json(raw, where, pairs=unique_fields)
         except ValueError as error:
@@ -128,10 +137,12 @@ class TraceFormat:
                 f"{where}: {len(ids)} hash_ids, but input_length {tokens} makes {blocks}"
                 f" blocks of {self.block_tokens} tokens"
             )
+        if every:
+            return tuple(record[field.name] for field in self.scalars), ids
         return record["timestamp"], tokens, ids
 
 
-MOONCAKE = TraceFormat("mooncake", "Mooncake", 512, (Field("output_length"),))
+MOONCAKE = TraceFormat("mooncake", "Mooncake", 512, (Field("output_length"),), seconds=1e-3)
 """Mooncake (FAST'25): ``timestamp`` in ms, ``input_length``, ``output_length``, ``hash_ids`` of 512-token blocks."""
 
 BAILIAN = TraceFormat(
@@ -214,7 +225,9 @@ def _scanned(trace, raws):
     tokens = values[:, 1].copy()
     if (-(-tokens // trace.block_tokens) != counts).any():
         return None
-    return Batch(values[:, 0].copy(), tokens, counts, ids, None)
+    output = trace.output_column
+    outputs = None if output is None else values[:, output].copy()
+    return Batch(values[:, 0].copy(), tokens, counts, ids, None, outputs)
 
 
 class _Slow(Exception):
@@ -245,11 +258,10 @@ def _batch(path, trace, parser, first, raws):
         except (_Slow, ValueError, TypeError, RuntimeError, KeyError, AttributeError):
             record = None  # the parser is reused only once its last document is gone
             try:
-                timestamp, tokens, ids = trace.check(raw, f"{path}:{first + index}")
+                row, ids = trace.check(raw, f"{path}:{first + index}", every=True)
             except TraceError as error:
                 failed = index, error
                 break
-            row = (timestamp, tokens, *("" if field.low is None else field.low for field in trace.fields))  # stand-ins
             ids = np.array(ids, dtype=np.int64).tobytes()
         record = None
         rows.append(row)
@@ -273,10 +285,12 @@ def _batch(path, trace, parser, first, raws):
     if failed is not None:
         raise failed[1]
     labels = np.array(columns[0]) if rows else np.zeros(0, dtype=np.int64)
+    output = trace.output_column
     return Batch(
         labels.astype(np.float64 if labels.dtype.kind == "f" else np.int64),
         tokens,
         counts,
         np.frombuffer(b"".join(buffers), dtype=np.int64),
         None,
+        None if output is None else np.array(columns[output], dtype=np.int64),
     )

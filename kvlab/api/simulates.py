@@ -1,0 +1,267 @@
+"""``kvlab.simulate``: a workload through one engine instance on a clock (what ``kvlab simulate`` prints)."""
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from kvlab.api.common import _frame, _hardware_values, _meter, _Result, workload_of
+from kvlab.util.errors import KvlabError, SettingError
+from kvlab.util.files import dump_json
+
+__all__ = ["REQUEST_COLUMNS", "Simulation", "simulate"]
+
+REQUEST_COLUMNS = (
+    "request",
+    "arrival_s",
+    "queue_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "input_tokens",
+    "output_tokens",
+    "gpu_hit_tokens",
+    "cpu_hit_tokens",
+    "computed_tokens",
+    "preemptions",
+)
+TIMES = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
+CACHE_RULES = (  # kvlab replay's cache flags that simulate takes, with the values its engine models
+    "partial_blocks",
+    "eviction_order",
+    "write_policy",
+    "gpu_eviction",
+    "cpu_eviction",
+    "touch_cpu_on_gpu_hit",
+    "re_store_on_gpu_hit",
+)
+
+
+@dataclass(frozen=True)
+class Simulation(_Result):
+    """What ``kvlab simulate`` prints; ``per_request`` its ``--per-request`` CSV (with ``per_request=True``)."""
+
+    requests: int
+    ttft_ms: dict
+    tpot_ms: dict
+    e2e_ms: dict
+    requests_per_s: float | None
+    gpu_hit_tokens: int
+    cpu_hit_tokens: int
+    preemptions: int
+    text: str = field(repr=False)
+    per_request: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, text, per_request=None):
+        document = json.loads(text)
+        names = ("requests", "ttft_ms", "tpot_ms", "e2e_ms", "requests_per_s", "gpu_hit_tokens", "cpu_hit_tokens")
+        figures = {name: document[name] for name in names}
+        return cls(**figures, preemptions=document["preemptions"], text=text, per_request=per_request)
+
+    def to_frame(self):
+        """One row per time (TTFT, TPOT, end-to-end, queueing): its percentiles and mean."""
+        document = self.to_dict()
+        return _frame([{"time": name, **document[name]} for name in TIMES])
+
+    def requests_frame(self):
+        """One row per request (the ``--per-request`` table); only with ``per_request=True``."""
+        import io
+
+        import pandas as pd
+
+        if self.per_request is None:
+            raise KvlabError("the per-request table is kept with per_request=True")
+        return pd.read_csv(io.StringIO(self.per_request))
+
+
+def spread(values):
+    """``{p50, p90, p99, mean}`` of ``values`` (ms, NaN left out), each rounded to 0.1 ms (numpy's linear
+    percentiles); None each when there are none."""
+    import numpy as np
+
+    times = np.asarray(values, dtype=float)
+    times = times[~np.isnan(times)]
+    if not len(times):
+        return {"p50": None, "p90": None, "p99": None, "mean": None}
+    found = np.percentile(times, [50, 90, 99])
+    return {
+        **{name: round(float(value), 1) for name, value in zip(("p50", "p90", "p99"), found, strict=True)},
+        "mean": round(float(times.mean()), 1),
+    }
+
+
+def _ratio(part, whole):
+    return round(part / whole, 6) if whole else None
+
+
+def simulate(
+    *,
+    workload,
+    gpu_tokens=None,
+    cpu_tokens=0,
+    block_tokens=None,
+    speedup=None,
+    rate=None,
+    clients=None,
+    seed=0,
+    per_request=False,
+    max_memory=None,
+    **settings,
+):
+    """``workload`` through one engine instance on a clock: arrivals (``speedup`` of the trace's clock, a Poisson
+    ``rate`` or ``clients``), the engine's settings (:class:`kvlab.engine.settings.EngineSettings`' fields), the
+    cache's (``kvlab replay``'s: ``gpu_tokens`` or ``gpu_blocks``, ``cpu_tokens`` or ``cpu_blocks``,
+    ``block_tokens``, ``write_policy``, ...) and the hardware's (:class:`kvlab.latency.hardware.HardwareSettings`'
+    fields). A :class:`Simulation`."""
+    from kvlab.cache.interface import CacheSettings
+    from kvlab.engine.arrivals import Arrivals
+    from kvlab.engine.cost import StepCost
+    from kvlab.engine.memory import gpu_pool
+    from kvlab.engine.pool import BlockPool
+    from kvlab.engine.settings import EngineSettings, engine_setting_names
+    from kvlab.engine.simulator import Engine
+    from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
+    from kvlab.util.memory import Footprint
+    from kvlab.workloads import whole_number
+
+    hardware = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
+    if hardware.get("model_config") is None or hardware.get("gpu_system") is None:
+        raise SettingError("the following arguments are required: --model-config, --gpu-system")
+    engine = EngineSettings(**{name: settings.pop(name) for name in engine_setting_names() if name in settings})
+    rules = {name: settings.pop(name) for name in CACHE_RULES if name in settings}
+    arrivals = Arrivals(speedup, rate, clients, seed)
+    made = workload_of(workload, settings, block_tokens, "simulate")
+    block = made.block_tokens
+    for name, given, other in (("gpu", gpu_tokens, engine.gpu_blocks), ("cpu", cpu_tokens, engine.cpu_blocks)):
+        if given and other is not None:
+            raise SettingError(f"argument --{name}-blocks: not allowed with argument --{name}-tokens")
+    for name, value in (("gpu_tokens", gpu_tokens), ("cpu_tokens", cpu_tokens)):
+        if value is not None:
+            try:
+                whole_number(0)(value)
+            except ValueError as error:
+                raise SettingError(f"argument --{name.replace('_', '-')}: {error}") from None
+    model = HardwareModel(HardwareSettings(**hardware), block)
+    pool_from = "--gpu-blocks"
+    if engine.gpu_blocks is not None:
+        gpu_blocks = engine.gpu_blocks
+    elif gpu_tokens is not None:
+        gpu_blocks, pool_from = int(gpu_tokens) // block, "--gpu-tokens"
+    else:
+        rule = gpu_pool(model, block, engine.gpu_memory_utilization, engine.max_num_batched_tokens)
+        gpu_blocks, pool_from = rule.blocks, rule.describe()
+    cpu_blocks = engine.cpu_blocks if engine.cpu_blocks is not None else int(cpu_tokens or 0) // block
+    try:
+        chosen = CacheSettings(
+            gpu_tokens=gpu_blocks * block, cpu_tokens=cpu_blocks * block, block_tokens=block, **rules
+        )
+    except (ValueError, TypeError) as error:
+        raise SettingError(str(error)) from None
+    for name, value, modelled in (
+        ("partial_blocks", chosen.partial_blocks, "drop"),
+        ("gpu_eviction", chosen.gpu_eviction, "lru"),
+        ("cpu_eviction", chosen.cpu_eviction, "lru"),
+    ):
+        if value != modelled:
+            raise SettingError(
+                f"argument --{name.replace('_', '-')}: kvlab simulate models {modelled} only (vLLM's block pool), got"
+                f" {value}"
+            )
+    offload = None
+    if cpu_blocks:
+        from kvlab.cache.write_policies import make_cache
+
+        offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
+    if gpu_blocks < 1:
+        raise SettingError("argument --gpu-blocks: the engine needs a GPU pool of at least one block")
+    meter = _meter(max_memory, Footprint(request=120 + (160 if per_request else 0), key=250, fixed=0))
+    pool = BlockPool(gpu_blocks, block)
+    cost = StepCost(model, block)
+    simulator = Engine(pool, cost, offload, engine, per_request, tail_first=chosen.eviction_order == "tail-first")
+    timed = _metered(made, meter)
+    stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
+    document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
+    table = _table(stats) if per_request else None
+    return Simulation.of(dump_json(document), table)
+
+
+def _policy_rules(chosen):
+    rules = {name: getattr(chosen, name) for name in CACHE_RULES if name != "write_policy"}
+    rules.pop("gpu_eviction")
+    return rules
+
+
+def _metered(workload, meter):
+    """The workload's timed requests, checked against ``meter`` every 4,096 of them (and at the end)."""
+    accesses = number = 0
+    for number, request in enumerate(workload.timed(), 1):
+        accesses += len(request.keys)
+        if not number % 4096:
+            meter.check(accesses, number, accesses, workload.read_fraction)
+        yield request
+    meter.check(accesses, number, accesses, workload.read_fraction)
+
+
+def _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats):
+    block = chosen.block_tokens
+    inputs, gpu, cpu = stats.input_tokens, stats.gpu_hit_tokens, stats.cpu_hit_tokens
+    span = (stats.last - stats.first) if stats.last is not None else 0.0
+    lookups = stats.lookups
+    cache = {
+        "gpu_blocks": gpu_blocks,
+        "gpu_tokens": gpu_blocks * block,
+        "gpu_pool_from": pool_from,
+        "cpu_blocks": cpu_blocks,
+        "cpu_tokens": cpu_blocks * block,
+        **{name: value for name, value in chosen.describe().items() if name not in ("gpu_tokens", "cpu_tokens")},
+    }
+    links = {
+        link: {
+            "blocks": stats.copied[link],
+            "busy_s": round(stats.busy[link], 3),
+            "utilisation": round(stats.busy[link] / span, 6) if span else None,
+        }
+        for link in ("h2d", "d2h")
+    }
+    return {
+        "workload": made.describe(),
+        "cache": cache,
+        "engine": {"scheduler": "vllm-v1", **{k: v for k, v in engine.describe().items() if "blocks" not in k}},
+        "arrivals": arrivals.describe(),
+        "latency_source": cost.model.source,
+        "latency": cost.describe(),
+        "requests": stats.requests,
+        "refused": stats.refused,
+        "input_tokens": inputs,
+        "output_tokens": stats.output_tokens,
+        "gpu_hit_tokens": gpu,
+        "cpu_hit_tokens": cpu,
+        "computed_tokens": inputs - gpu - cpu,
+        "token_hit_ratio": _ratio(gpu + cpu, inputs),
+        "hit_ratios": {
+            "kvlab": {"gpu": _ratio(gpu, inputs), "cpu": _ratio(cpu, inputs), "total": _ratio(gpu + cpu, inputs)},
+            "vllm": {
+                "queries": lookups["queries"],
+                "gpu": _ratio(lookups["gpu_hits"], lookups["queries"]),
+                "cpu": _ratio(lookups["cpu_hits"], lookups["queries"]),
+            },
+        },
+        **{name: spread(getattr(stats, name)) for name in TIMES},
+        "makespan_s": round(span, 3),
+        "requests_per_s": round(stats.requests / span, 4) if span else None,
+        "output_tokens_per_s": round(stats.output_tokens / span, 2) if span else None,
+        "preemptions": stats.preemptions,
+        "steps": stats.steps,
+        "links": links,
+    }
+
+
+def _table(stats):
+    from kvlab.util.files import csv_text
+
+    rows = []
+    for number, arrival, queue, ttft, tpot, e2e, tokens, output, gpu, cpu, preemptions in sorted(stats.rows):
+        times = [round(value, 3) if not math.isnan(value) else "" for value in (queue, ttft, tpot, e2e)]
+        values = (number, round(arrival, 6), *times, tokens, output, gpu, cpu, tokens - gpu - cpu, preemptions)
+        rows.append(dict(zip(REQUEST_COLUMNS, values, strict=True)))
+    return csv_text(rows, REQUEST_COLUMNS)

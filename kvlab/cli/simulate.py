@@ -1,0 +1,97 @@
+"""``kvlab simulate``: a workload through one engine instance on a clock (requests in flight hold their blocks,
+steps share a token budget, copies queue on the links, every step priced from the hardware); one JSON object on
+stdout, and with ``--per-request FILE`` one CSV row per request."""
+
+import argparse
+import dataclasses
+
+from kvlab.api import simulates
+from kvlab.cli.base import Outputs, Parser, argument, run, summary
+from kvlab.cli.flags import (
+    add_cache_policy_arguments,
+    add_hardware_arguments,
+    add_memory_argument,
+    add_workload_arguments,
+    workload_options,
+)
+from kvlab.cli.types import block_tokens, number_in, tokens
+from kvlab.engine.arrivals import Arrivals
+from kvlab.engine.settings import GENERATED_BLOCKS, EngineSettings
+from kvlab.workloads import any_int, whole_number
+
+ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
+    "gpu_blocks": "the GPU pool in blocks (default: the engine's memory rule for the model and system,"
+    " kvlab/engine/memory.py; or --gpu-tokens)",
+    "cpu_blocks": "the CPU tier in blocks (or --cpu-tokens; default none)",
+    "max_num_batched_tokens": "a step's token budget (vLLM's flag; default %(default)s)",
+    "max_num_seqs": "the most requests in a step (vLLM's flag; default %(default)s)",
+    "chunked_prefill": "cut a prompt longer than the budget left into chunks (default: on, as vLLM v1)",
+    "generated_blocks": "keep: a request's full generated blocks stay cached when it lets go (vLLM); drop: freed"
+    " empty, as the sequential replay (default %(default)s)",
+    "output_tokens": "every request's output length (default: the trace's output_length)",
+    "gpu_memory_utilization": "the share of GPU memory the engine takes (vLLM's flag; default %(default)s)",
+}
+TYPES = {
+    "gpu_blocks": argument(whole_number(0)),
+    "cpu_blocks": argument(whole_number(0)),
+    "max_num_batched_tokens": argument(whole_number(1)),
+    "max_num_seqs": argument(whole_number(1)),
+    "output_tokens": argument(whole_number(1)),
+    "gpu_memory_utilization": argument(number_in(1e-9, 1, "a number in (0, 1]")),
+}
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=summary(__doc__))
+    cache = parser.add_argument_group("cache (kvlab replay's flags; the pool is vLLM's: LRU, full blocks)")
+    cache.add_argument("--gpu-tokens", type=tokens, help="GPU pool in tokens (or --gpu-blocks)")
+    cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")
+    cache.add_argument(
+        "--block-tokens",
+        type=block_tokens,
+        help="tokens per block (default: the workload's; mooncake: 512, a multiple of it or a divisor, as 64)",
+    )
+    add_cache_policy_arguments(cache)
+    engine = parser.add_argument_group("engine (kvlab/engine/settings.py)")
+    for setting in dataclasses.fields(EngineSettings):
+        flag = "--" + setting.name.replace("_", "-")
+        if setting.type is bool:
+            engine.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=setting.default, help=ENGINE_HELP[setting.name]
+            )
+            continue
+        engine.add_argument(
+            flag,
+            default=setting.default,
+            type=TYPES.get(setting.name),
+            choices=GENERATED_BLOCKS if setting.name == "generated_blocks" else None,
+            metavar=None if setting.name == "generated_blocks" else setting.name.upper(),
+            help=ENGINE_HELP[setting.name],
+        )
+    arrivals = parser.add_argument_group("arrivals (one of; default: the trace's clock)")
+    positive = argument(number_in(1e-12, 1e12, "a positive number"))
+    arrivals.add_argument("--speedup", type=positive, help="the trace's timestamps divided by this")
+    arrivals.add_argument("--rate", type=positive, help="Poisson arrivals, requests per second")
+    arrivals.add_argument("--clients", type=argument(whole_number(1, 10**6)), help="closed-loop clients")
+    arrivals.add_argument("--seed", type=argument(any_int), default=0, help="the Poisson draw's seed (default 0)")
+    add_hardware_arguments(parser)
+    add_workload_arguments(parser)
+    add_memory_argument(parser)
+    parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+    return parser
+
+
+def execute(args, parser):
+    names = ("gpu_tokens", "cpu_tokens", "block_tokens", *simulates.CACHE_RULES, "max_memory")
+    names += tuple(field.name for field in dataclasses.fields(EngineSettings))
+    names += tuple(field.name for field in dataclasses.fields(Arrivals))
+    from kvlab.latency.hardware import settings_names
+
+    settings = {name: getattr(args, name) for name in (*names, *settings_names()) if hasattr(args, name)}
+    keep = args.per_request is not None
+    result = simulates.simulate(workload=args.workload, **workload_options(args), **settings, per_request=keep)
+    return Outputs({args.per_request: result.per_request} if keep else {}, result.text)
+
+
+def main(argv, prog):
+    return run(build_parser, execute, argv, prog)

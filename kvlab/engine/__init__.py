@@ -1,0 +1,3 @@
+"""The time-aware replay of one engine instance (``kvlab simulate``): arrivals (``arrivals.py``), the GPU's block pool
+(``pool.py``), the step's price (``cost.py``), the engine's memory rule (``memory.py``), its settings
+(``settings.py``) and the one event loop (``simulator.py``)."""

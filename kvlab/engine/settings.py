@@ -1,0 +1,51 @@
+"""The engine's settings: each field is a flag of ``kvlab simulate`` (``--max-num-batched-tokens`` ...) and a keyword
+of ``kvlab.simulate``; vLLM's flags of the same names where vLLM has one."""
+
+from dataclasses import dataclass, fields
+
+from kvlab.util.errors import SettingError
+
+__all__ = ["GENERATED_BLOCKS", "EngineSettings", "engine_setting_names"]
+
+GENERATED_BLOCKS = ("keep", "drop")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """``max_num_batched_tokens`` and ``max_num_seqs``: a step's token budget and its most requests (8,192 and 256,
+    aisimulate's and vLLM's for online serving on large GPUs: ``vllm/engine/arg_utils.py``
+    ``_set_default_args``); ``chunked_prefill``: a prompt longer than the budget left is cut (vLLM v1 always);
+    ``generated_blocks``: ``keep`` caches a request's full generated blocks when it lets go of them (vLLM hashes
+    every full block), ``drop`` frees them empty (the sequential replay's rule: it caches prompt blocks only);
+    ``output_tokens``: every request's output length (default: the trace's); ``gpu_blocks``/``cpu_blocks``: the
+    tiers in blocks (default: the engine's memory rule; the ``--cpu-tokens`` room)."""
+
+    gpu_blocks: int | None = None
+    cpu_blocks: int | None = None
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    chunked_prefill: bool = True
+    generated_blocks: str = "keep"
+    output_tokens: int | None = None
+    gpu_memory_utilization: float = 0.9
+
+    def __post_init__(self):
+        for name in ("gpu_blocks", "cpu_blocks", "output_tokens", "max_num_batched_tokens", "max_num_seqs"):
+            value = getattr(self, name)
+            low = 0 if name in ("gpu_blocks", "cpu_blocks") else 1
+            if value is not None and (type(value) is not int or value < low):
+                raise SettingError(
+                    f"argument --{name.replace('_', '-')}: expected a whole number >= {low}, got {value!r}"
+                )
+        if self.generated_blocks not in GENERATED_BLOCKS:
+            raise SettingError(f"argument --generated-blocks: must be one of keep, drop, got {self.generated_blocks!r}")
+        utilization = self.gpu_memory_utilization
+        if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
+            raise SettingError(f"argument --gpu-memory-utilization: expected a number in (0, 1], got {utilization!r}")
+
+    def describe(self):
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+def engine_setting_names():
+    return tuple(field.name for field in fields(EngineSettings))

@@ -1,0 +1,524 @@
+"""The time-aware replay of one engine instance: requests arrive, queue, are scheduled step by step under a token
+budget, hold their blocks while in flight, load from and store to the CPU tier over links with queues, and every
+step is priced by the hardware model. One event loop (vidur's shape: ``vidur/simulator.py``).
+
+The scheduler is vLLM v1's (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``): each step has a budget of
+``max_num_batched_tokens``; the running requests come first, in order, each taking what it still needs (its prompt
+in chunks, then one token per step); when a running request's next blocks do not fit, the newest running request
+is preempted (its blocks freed, its tokens recomputed later; ``self.running.pop()``) until they do; then, if nothing
+was preempted, waiting requests join in arrival order while the budget and ``max_num_seqs`` allow (a preempted
+request waits at the front). A request whose prefix continues on the CPU tier first holds the blocks for it and
+waits for their load (``WAITING_FOR_REMOTE_KVS``), skipped by the queue meanwhile; its prefill starts after the
+load completes. A step's tokens are computed at its end: a request whose every token is computed samples one.
+
+The CPU tier is the write policy's (``kvlab/cache/write_policies.py``, the same code as ``kvlab replay``'s):
+write-through and selective store a request's computed prompt blocks when its prefill completes (vLLM's
+OffloadingConnector and LMCache store off the critical path; the copy holds the GPU blocks until it completes,
+and the CPU finds them once it has); write-back takes what the GPU evicts (HiCache's ``write_back``: the eviction
+waits for the copy, so the step that evicts starts when the copy is done). Loads and stores each queue on their
+own link (host to device, device to host), first come first served.
+"""
+
+import heapq
+import math
+from array import array
+from collections import deque
+
+from kvlab.cache.prefix import Blocks
+from kvlab.util.errors import KvlabError
+
+__all__ = ["Engine", "EngineStats", "Request"]
+
+GENERATED = -1  # generated blocks' keys: negative, (request, block) packed, never a workload's (dense, from 0)
+
+
+class Request:
+    """One request in the engine; times in seconds on the engine's clock."""
+
+    __slots__ = (
+        "number",
+        "arrival",
+        "keys",
+        "tokens",
+        "output",
+        "computed",
+        "generated",
+        "held",
+        "anonymous",
+        "gpu_hit",
+        "cpu_hit",
+        "lookup",
+        "scheduled",
+        "first_token",
+        "preemptions",
+        "loading",
+        "storing",
+        "done",
+        "client",
+    )
+
+    def __init__(self, number, arrival, keys, tokens, output, block_tokens, client=None):
+        self.number = number
+        self.arrival = arrival
+        self.keys = keys[: tokens // block_tokens]  # the full prompt blocks: what a cache can hold and find
+        self.tokens = tokens
+        self.output = output
+        self.computed = 0  # tokens whose KV is on the GPU
+        self.generated = 0  # output tokens sampled
+        self.held = []  # keyed blocks held, head first
+        self.anonymous = 0  # blocks held beyond them (a partial block, generated tokens)
+        self.gpu_hit = self.cpu_hit = None  # tokens, at its first lookup
+        self.lookup = None  # (gpu_end, cpu_end) of its last lookup, in blocks
+        self.scheduled = None  # when it was first scheduled
+        self.first_token = None
+        self.preemptions = 0
+        self.loading = False  # waiting for a load from the CPU
+        self.storing = 0  # its stores in flight
+        self.done = False  # finished, its blocks held until its stores complete (vLLM's delay_free_blocks)
+        self.client = client
+
+    @property
+    def length(self):
+        """Its tokens so far: the prompt and what it generated (vLLM's ``num_tokens``)."""
+        return self.tokens + self.generated
+
+
+class EngineStats:
+    """What the run adds up, and the per-request times (typed arrays: a long trace keeps 8 bytes per figure)."""
+
+    def __init__(self, per_request):
+        self.ttft_ms, self.tpot_ms, self.e2e_ms, self.queue_ms = (array("d") for _ in range(4))
+        self.requests = self.input_tokens = self.gpu_hit_tokens = self.cpu_hit_tokens = 0
+        self.output_tokens = self.preemptions = self.steps = self.refused = 0
+        self.lookups = {"queries": 0, "gpu_hits": 0, "cpu_hits": 0}  # every lookup (vLLM's prefix cache metrics)
+        self.busy = {"h2d": 0.0, "d2h": 0.0}  # seconds each link copied
+        self.copied = {"h2d": 0, "d2h": 0}  # blocks
+        self.first = self.last = None
+        self.rows = [] if per_request else None
+
+
+class Engine:
+    """One engine instance over ``pool`` (:class:`kvlab.engine.pool.BlockPool`), priced by ``cost``
+    (:class:`kvlab.engine.cost.StepCost`), with the CPU tier of ``offload`` (a write policy's cache of
+    ``kvlab/cache/write_policies.py`` whose CPU tier is used, or None)."""
+
+    def __init__(self, pool, cost, offload, settings, per_request=False, tail_first=True):
+        self.pool = pool
+        self.tail_first = tail_first  # a request's blocks join the free queue tail first (vLLM), or head first
+        self.cost = cost
+        self.offload = offload if offload is not None and offload.cpu.capacity else None
+        self.settings = settings
+        self.block = pool.block_tokens
+        self.stats = EngineStats(per_request)
+        self.now = 0.0
+        self.waiting = deque()
+        self.running = []
+        self.events = []  # (time, order, kind, payload): arrivals of closed-loop clients and copies completing
+        self.order = 0
+        self.loads = 0  # waiting requests whose load is in flight
+        self.links = {"h2d": 0.0, "d2h": 0.0}  # when each link is next free
+        self.evicting = self.offload is not None and self.offload.takes_victims
+        self.evicted_until = 0.0  # when the copies of what the GPU evicted complete (write-back)
+        if self.evicting:
+            pool.victims = []
+
+    # --- the loop -----------------------------------------------------------------------------------------------
+
+    def run(self, arrivals, closed=None):
+        """Serve ``arrivals`` (``(arrival_s, Timed)`` in order) or, with ``closed`` (a number of clients), the
+        requests of the iterator ``arrivals`` (``Timed``), each client sending its next as its last finishes."""
+        self.source = iter(arrivals)
+        self.closed = closed
+        self.numbered = 0
+        self.next_arrival = None
+        if closed:
+            for client in range(closed):
+                self._issue(0.0, client)
+        else:
+            self._pull()
+        while True:
+            self._admit()
+            if self.running or self._schedulable():
+                self._step()
+                continue
+            upcoming = self._upcoming()
+            if upcoming is None:
+                break
+            self.now = max(self.now, upcoming)
+        if self.waiting:
+            raise KvlabError(f"{len(self.waiting)} requests could not be served (the pool cannot hold them)")
+        return self.stats
+
+    def _pull(self):
+        self.next_arrival = next(self.source, None)
+
+    def _issue(self, when, client):
+        timed = next(self.source, None)
+        if timed is not None:
+            self._push(when, "arrive", (timed, client))
+
+    def _push(self, when, kind, payload):
+        self.order += 1
+        heapq.heappush(self.events, (when, self.order, kind, payload))
+
+    def _upcoming(self):
+        times = [self.events[0][0]] if self.events else []
+        if self.next_arrival is not None:
+            times.append(self.next_arrival[0])
+        return min(times) if times else None
+
+    def _admit(self):
+        """Everything that happened by now: arrivals, copies completed."""
+        now = self.now
+        while self.next_arrival is not None and self.next_arrival[0] <= now:
+            when, timed = self.next_arrival
+            self._arrive(when, timed, None)
+            self._pull()
+        events = self.events
+        while events and events[0][0] <= now:
+            when, _, kind, payload = heapq.heappop(events)
+            if kind == "arrive":
+                self._arrive(when, *payload)
+            elif kind == "loaded":
+                request, keys = payload
+                self.pool.loaded(keys)
+                request.loading = False
+                self.loads -= 1
+            else:  # stored: the CPU holds the copies; the GPU lets go of them
+                request, blocks, lookup, keys = payload
+                self.offload.cpu_after(blocks, *lookup, gpu=self.pool)
+                self.pool.release(keys)
+                request.storing -= 1
+                if request.done and not request.storing:
+                    self._release(request)
+
+    def _arrive(self, when, timed, client):
+        output = self.settings.output_tokens or timed.output_tokens
+        if output is None:
+            raise KvlabError("this workload has no output lengths: give --output-tokens")
+        request = Request(self.numbered, when, timed.keys, timed.tokens, max(1, output), self.block, client)
+        self.numbered += 1
+        stats = self.stats
+        if stats.first is None:
+            stats.first = when
+        if -(-(request.tokens + request.output - 1) // self.block) > self.pool.blocks:
+            stats.refused += 1  # longer than the whole pool: the engine refuses it (max_model_len)
+            self._finished_client(request)
+            return
+        self.waiting.append(request)
+
+    def _schedulable(self):
+        return len(self.waiting) > self.loads
+
+    # --- one step (or a run of decode steps at one price) -----------------------------------------------------
+
+    def _step(self):
+        settings = self.settings
+        budget = settings.max_num_batched_tokens
+        scheduled = []  # (request, tokens this step)
+        preempted = False
+        running = self.running
+        index = 0
+        while index < len(running) and budget > 0:
+            request = running[index]
+            tokens = min(request.length - request.computed, budget)
+            while not self._allocate(request, request.computed + tokens):
+                victim = running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is request:
+                    break
+            else:
+                if self.evicting:
+                    self._write_back()
+                scheduled.append((request, tokens))
+                budget -= tokens
+                index += 1
+                continue
+            break
+        if not preempted:
+            budget = self._schedule_waiting(scheduled, budget)
+        if not scheduled:
+            if preempted:
+                return  # what it freed lets the next try schedule
+            upcoming = self._upcoming()
+            if upcoming is None:
+                raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
+            self.now = max(self.now, upcoming)
+            return
+        self._execute(scheduled, preempted)
+
+    def _schedule_waiting(self, scheduled, budget):
+        settings, waiting, running, block = self.settings, self.waiting, self.running, self.block
+        skipped = []
+        while waiting and budget > 0 and len(running) < settings.max_num_seqs:
+            request = waiting[0]
+            if request.loading:
+                skipped.append(waiting.popleft())
+                continue
+            found = None
+            computed = request.computed
+            if request.lookup is None:  # looked up again at every try, as vLLM's get_computed_blocks
+                found = keys, gpu_end, cpu_end = self._find(request)
+                if cpu_end > gpu_end:  # hold the blocks of the CPU hit and wait for their load
+                    if not self._hold(request, keys[:cpu_end], 0, keys[gpu_end:cpu_end]):
+                        break
+                    self._commit(request, *found)
+                    self._load(request, keys[gpu_end:cpu_end])
+                    skipped.append(waiting.popleft())
+                    continue
+                computed = min(gpu_end * block, request.length - 1)
+            tokens = request.length - computed
+            if not settings.chunked_prefill and tokens > budget:
+                break
+            tokens = min(tokens, budget)
+            if not self._allocate(request, computed + tokens):
+                break
+            if found is not None:
+                self._commit(request, *found)
+            elif self.evicting:
+                self._write_back()
+            waiting.popleft()
+            running.append(request)
+            if request.scheduled is None:
+                request.scheduled = self.now
+            scheduled.append((request, tokens))
+            budget -= tokens
+        waiting.extendleft(reversed(skipped))
+        return budget
+
+    def _lookup_keys(self, request):
+        """The keys a lookup walks: the prompt's full blocks, then its generated ones where they are kept."""
+        keys = request.keys
+        if self.settings.generated_blocks == "keep" and request.generated:
+            first = len(keys)
+            full = request.length // self.block
+            keys = keys + [self._generated_key(request, index) for index in range(first, full)]
+        return keys
+
+    def _generated_key(self, request, index):
+        return GENERATED - (request.number << 24) - index
+
+    def _find(self, request):
+        """``(keys, gpu_end, cpu_end)``: its prefix found on the GPU, then continued on the CPU."""
+        keys = self._lookup_keys(request)
+        gpu_end = self.pool.prefix_end(keys)
+        offload = self.offload
+        return keys, gpu_end, offload.cpu.prefix_end(keys, gpu_end) if offload is not None else gpu_end
+
+    def _commit(self, request, keys, gpu_end, cpu_end):
+        """It is scheduled (or its load starts) on this lookup: count it, and tell the CPU tier."""
+        offload, block, stats = self.offload, self.block, self.stats
+        if offload is not None:
+            if cpu_end > gpu_end:  # refreshed now, so that the LRU keeps them while they load (vLLM's touch)
+                offload.cpu.refresh_all(keys[cpu_end - 1 : gpu_end - 1 if gpu_end else None : -1], block)
+            offload.cpu_before(Blocks(request.keys, len(request.keys) * block, block, False), gpu_end, cpu_end)
+            if cpu_end == gpu_end:  # (a load's victims wait for its prefill's: one of them may come back)
+                self._write_back()  # what its blocks evicted: after its own copies left the CPU, as kvlab replay
+        request.lookup = gpu_end, cpu_end
+        length = request.length
+        found = min(cpu_end * block, length)
+        request.computed = min(found, length - 1)
+        gpu = min(gpu_end * block, length)
+        stats.lookups["queries"] += length
+        stats.lookups["gpu_hits"] += gpu
+        stats.lookups["cpu_hits"] += found - gpu
+        if request.gpu_hit is None:
+            request.gpu_hit = min(gpu_end * block, request.tokens)
+            request.cpu_hit = min(cpu_end * block, request.tokens) - request.gpu_hit
+
+    def _hold(self, request, keys, anonymous, pending=()):
+        """Hold ``keys`` (the request's next keyed blocks) and ``anonymous`` more for it; False where they do not
+        fit. The keys in ``pending`` are being loaded."""
+        pool = self.pool
+        if pending:
+            found = keys[: len(keys) - len(pending)]
+            if pool.needed(keys, anonymous) > pool.available:
+                return False
+            pool.hold(found)
+            pool.hold(pending, anonymous, pending=True)
+        elif not pool.hold(keys, anonymous):
+            return False
+        request.held.extend(keys)
+        request.anonymous += anonymous
+        return True
+
+    def _allocate(self, request, tokens):
+        """The blocks for its first ``tokens`` tokens held; False where they do not fit."""
+        blocks = -(-tokens // self.block)
+        have = len(request.held) + request.anonymous
+        if blocks <= have:
+            return True
+        keys = self._lookup_keys(request) if request.anonymous == 0 else ()
+        keyed = keys[len(request.held) : blocks]
+        return self._hold(request, keyed, blocks - have - len(keyed))
+
+    def _load(self, request, keys):
+        request.loading = True
+        self.loads += 1
+        done = self._copy("h2d", len(keys))
+        self._push(done, "loaded", (request, keys))
+
+    def _copy(self, link, blocks):
+        """Queue a copy of ``blocks`` blocks on ``link``; when it completes."""
+        seconds = self.cost.copy_ms(blocks) / 1000
+        start = max(self.now, self.links[link])
+        self.links[link] = start + seconds
+        self.stats.busy[link] += seconds
+        self.stats.copied[link] += blocks
+        return start + seconds
+
+    def _write_back(self):
+        """What the GPU evicted goes to the CPU (write-back), its copy queued; the evicting step waits for it."""
+        victims = self.pool.victims
+        if not victims:
+            return
+        self.offload.cpu_after(None, 0, 0, list(victims), gpu=self.pool)
+        self.evicted_until = max(self.evicted_until, self._copy("d2h", len(victims)))
+        victims.clear()
+
+    def _store(self, request):
+        """Its prefill completed: copy its computed prompt blocks to the CPU (write-through, selective)."""
+        offload = self.offload
+        if offload is None or offload.takes_victims:
+            return
+        gpu_end, cpu_end = request.lookup
+        block = self.block
+        keys = offload.stores(request.keys, gpu_end, cpu_end)
+        blocks = Blocks(request.keys, len(request.keys) * block, block, False)
+        self.pool.hold(keys)  # the copy holds them until it completes
+        done = self._copy("d2h", len(keys)) if keys else self.now
+        request.storing += 1
+        self._push(done, "stored", (request, blocks, (gpu_end, cpu_end), keys[::-1] if self.tail_first else keys))
+
+    def _preempt(self, request):
+        """Free its blocks (tail first) and send it to the front of the queue; its tokens are computed again."""
+        self._release(request)
+        request.computed = 0
+        request.lookup = None
+        request.preemptions += 1
+        self.stats.preemptions += 1
+        self.waiting.appendleft(request)
+
+    def _release(self, request):
+        pool = self.pool
+        if self.settings.generated_blocks == "keep" and request.anonymous:
+            first = len(request.held)
+            full = min(request.computed // self.block, first + request.anonymous)
+            kept = [self._generated_key(request, index) for index in range(first, full)]
+            pool.park(kept[::-1] if self.tail_first else kept, request.anonymous)
+        else:
+            pool.release((), request.anonymous)
+        pool.release(request.held[::-1] if self.tail_first else request.held)
+        request.held = []
+        request.anonymous = 0
+
+    def _execute(self, scheduled, preempted):
+        cost = self.cost
+        prefill_ms = 0.0
+        decodes = context = 0
+        for request, tokens in scheduled:
+            if tokens == 1 and request.generated and request.computed == request.length - 1:
+                decodes += 1
+                context += request.length
+            else:
+                prefill_ms += cost.prefill_ms(request.computed + tokens, request.computed)
+        step_ms = prefill_ms + (cost.decode_ms(decodes, context) if decodes else 0.0)
+        start = max(self.now, self.evicted_until) if self.evicting else self.now
+        steps = self._run_length(step_ms, start) if decodes == len(scheduled) and not preempted else 1
+        end = start + steps * step_ms / 1000
+        self.stats.steps += steps
+        finished = []
+        for request, tokens in scheduled:
+            if steps > 1:  # a run of decode steps: the blocks of all of them now (nothing looks in between)
+                self._allocate(request, request.computed + steps)
+                tokens = steps
+                if self.evicting:
+                    self._write_back()
+            before = request.computed
+            request.computed += tokens
+            if request.computed < request.length:
+                continue  # a chunk of its prefill
+            request.generated += tokens if steps > 1 else 1
+            if request.first_token is None:
+                request.first_token = end
+            if before < request.tokens <= request.computed:
+                self._store(request)
+            if request.generated >= request.output:
+                finished.append(request)
+        self.now = end
+        for request in finished:
+            self._finish(request, end)
+
+    def _run_length(self, step_ms, start):
+        """How many decode steps of this batch run alike: until a request finishes, the mean context's grain
+        changes, something arrives or completes, or the next blocks would not fit (under write-back: would evict)."""
+        from kvlab.engine.cost import DECODE_CONTEXT_STEP
+
+        running = self.running
+        steps = min(request.output - request.generated for request in running)
+        batch = len(running)
+        mean = -(-sum(request.length for request in running) // batch)
+        steps = min(steps, -(-mean // DECODE_CONTEXT_STEP) * DECODE_CONTEXT_STEP - mean + 1)
+        upcoming = self._upcoming()
+        if upcoming is not None and step_ms > 0:
+            steps = min(steps, max(1, math.ceil((upcoming - start) * 1000 / step_ms)))
+        if steps <= 1:
+            return 1
+        pool, block = self.pool, self.block
+        room = pool.available
+        if self.evicting:
+            room -= len(pool.cached)
+
+        def more(count):
+            return sum(
+                max(0, -(-(request.computed + count) // block) - len(request.held) - request.anonymous)
+                for request in running
+            )
+
+        while steps > 1 and more(steps) > room:
+            steps -= 1
+        return steps
+
+    def _finish(self, request, end):
+        if request.storing:  # its blocks are freed when its stores complete (vLLM's OffloadingConnector)
+            request.done = True
+        else:
+            self._release(request)
+        self.running.remove(request)
+        stats = self.stats
+        stats.requests += 1
+        stats.input_tokens += request.tokens
+        stats.gpu_hit_tokens += request.gpu_hit
+        stats.cpu_hit_tokens += request.cpu_hit
+        stats.output_tokens += request.output
+        ttft = (request.first_token - request.arrival) * 1000
+        e2e = (end - request.arrival) * 1000
+        tpot = (end - request.first_token) * 1000 / (request.output - 1) if request.output > 1 else math.nan
+        queue = (request.scheduled - request.arrival) * 1000
+        stats.ttft_ms.append(ttft)
+        stats.e2e_ms.append(e2e)
+        stats.tpot_ms.append(tpot)
+        stats.queue_ms.append(queue)
+        stats.last = end
+        if stats.rows is not None:
+            stats.rows.append(
+                (
+                    request.number,
+                    request.arrival,
+                    queue,
+                    ttft,
+                    tpot,
+                    e2e,
+                    request.tokens,
+                    request.output,
+                    request.gpu_hit,
+                    request.cpu_hit,
+                    request.preemptions,
+                )
+            )
+        self._finished_client(request)
+
+    def _finished_client(self, request):
+        if self.closed:
+            self._issue(self.now, request.client)

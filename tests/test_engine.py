@@ -1,0 +1,261 @@
+"""The time-aware replay (kvlab/engine): at zero load its tiers equal ``kvlab replay``'s request by request for every
+write policy, eviction order and LMCache switch; under load its scheduler and pool equal a brute-force model written
+apart (tests/engine_reference.py) request by request; and the command's figures hold together."""
+
+import math
+
+import pytest
+from engine_reference import ToyCost, reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvlab.cache.write_policies import make_cache
+from kvlab.engine.pool import BlockPool
+from kvlab.engine.settings import EngineSettings
+from kvlab.engine.simulator import Engine
+from kvlab.loop import replay, rows_of
+from kvlab.workloads import Timed
+
+VARIANTS = (
+    ("write-through", False, False),
+    ("write-through", True, False),
+    ("write-through", False, True),
+    ("write-through", True, True),
+    ("write-back", False, False),
+    ("selective", False, False),
+)
+
+
+@st.composite
+def chains(draw, whole_blocks):
+    """Requests over a small tree of prefixes (block j's key stands for the contents up to j), as
+    ``(keys, tokens, output)``; with ``whole_blocks`` every prompt is whole blocks and the output one token."""
+    block = draw(st.sampled_from([1, 2, 4, 16]))
+    documents = draw(st.lists(st.lists(st.integers(0, 3), min_size=8, max_size=8), min_size=1, max_size=3))
+    names = {}
+    requests = []
+    for _ in range(draw(st.integers(1, 24))):
+        count = draw(st.integers(1, 8))
+        contents = list(draw(st.sampled_from(documents))[:count])
+        if draw(st.booleans()):
+            contents[draw(st.integers(0, count - 1))] = draw(st.integers(0, 3))
+        keys = [names.setdefault(tuple(contents[: j + 1]), len(names)) for j in range(count)]
+        tokens = count * block if whole_blocks else (count - 1) * block + draw(st.integers(1, block))
+        output = 1 if whole_blocks else draw(st.integers(1, 3 * block + 2))
+        requests.append((keys, tokens, output))
+    return block, requests
+
+
+def engine_run(
+    requests, block, gpu_blocks, cpu_blocks=0, variant=VARIANTS[0], order="tail-first", arrivals=None, **engine
+):
+    """Per request ``(arrival, queue, ttft, tpot, e2e, tokens, output, gpu, cpu, preemptions)`` by number, and
+    the stats."""
+    policy, touch, re_store = variant
+    offload = None
+    if cpu_blocks:
+        offload = make_cache(
+            policy,
+            0,
+            cpu_blocks * block,
+            block,
+            eviction_order=order,
+            **({"touch_cpu_on_gpu_hit": touch, "re_store_on_gpu_hit": re_store} if policy == "write-through" else {}),
+        )
+    simulator = Engine(
+        BlockPool(gpu_blocks, block),
+        ToyCost(block),
+        offload,
+        EngineSettings(**engine),
+        True,
+        tail_first=order == "tail-first",
+    )
+    times = arrivals or [number * 1e6 for number in range(len(requests))]
+    timed = [
+        (when, Timed(keys, tokens, None, output)) for when, (keys, tokens, output) in zip(times, requests, strict=True)
+    ]
+    stats = simulator.run(timed)
+    return {row[0]: row[1:] for row in stats.rows}, stats
+
+
+@settings(max_examples=150, deadline=None)
+@given(chains(whole_blocks=True), st.data())
+def test_zero_load_tiers_equal_the_sequential_replay(workload, data):
+    """Each request arriving after the last one finished (and its copies completed), whole-block prompts and one
+    output token (so a request holds no block beyond its prompt's): the GPU and CPU tokens of every request equal
+    ``kvlab replay``'s reference engine's, for every write policy, LMCache switch and eviction order, whenever
+    each request fits both tiers."""
+    block, requests = workload
+    largest = max(len(keys) for keys, _, _ in requests)
+    gpu = data.draw(st.integers(largest, largest + 12), label="gpu blocks")
+    cpu = data.draw(st.sampled_from([0, largest, largest + 1, largest + 5, 3 * largest]), label="cpu blocks")
+    variant = data.draw(st.sampled_from(VARIANTS), label="write policy")
+    order = data.draw(st.sampled_from(["tail-first", "head-first"]), label="eviction order")
+    generated = data.draw(st.sampled_from(["keep", "drop"]), label="generated blocks")
+    rows, stats = engine_run(requests, block, gpu, cpu, variant, order, generated_blocks=generated)
+    policy, touch, re_store = variant
+    switches = {"touch_cpu_on_gpu_hit": touch, "re_store_on_gpu_hit": re_store} if policy == "write-through" else {}
+    cache = make_cache(policy, gpu * block, cpu * block, block, eviction_order=order, **switches)
+
+    class Workload:
+        rounds = ["all"]
+        read_fraction = None
+
+        def requests(self):
+            from kvlab.workloads import Request
+
+            return (Request(0, number, keys, tokens) for number, (keys, tokens, _) in enumerate(requests))
+
+    parts = []
+    replay(Workload(), cache, parts)
+    expected = [(gpu_tokens, cpu_tokens) for _, _, _, _, gpu_tokens, cpu_tokens in rows_of(parts)]
+    assert [(rows[number][7], rows[number][8]) for number in range(len(requests))] == expected
+    assert stats.preemptions == 0 and stats.refused == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(chains(whole_blocks=False), st.data())
+def test_scheduler_equals_a_brute_force_model(workload, data):
+    """Requests arriving close together through a small pool (chunked prefills, preemptions, generated blocks kept
+    or dropped): every request's first token, finish, GPU hit and preemptions equal the brute-force model's, which
+    steps one decode at a time where the engine prices a run of them at once."""
+    block, requests = workload
+    needs = [math.ceil((tokens + output - 1) / block) for _, tokens, output in requests]
+    gpu = data.draw(st.integers(max(needs), max(needs) + 3 * len(requests)), label="gpu blocks")
+    gaps = data.draw(st.lists(st.floats(0, 0.05), min_size=len(requests), max_size=len(requests)), label="gaps")
+    arrivals = [sum(gaps[: number + 1]) for number in range(len(requests))]
+    budget = data.draw(st.sampled_from([block, 3 * block + 1, 64, 8192]), label="budget")
+    seqs = data.draw(st.integers(1, 6), label="max seqs")
+    keep = data.draw(st.booleans(), label="keep generated")
+    rows, stats = engine_run(
+        requests,
+        block,
+        gpu,
+        arrivals=arrivals,
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        generated_blocks="keep" if keep else "drop",
+    )
+    expected = reference(
+        [(arrivals[n], keys, tokens, output) for n, (keys, tokens, output) in enumerate(requests)],
+        gpu,
+        block,
+        budget,
+        seqs,
+        keep,
+        ToyCost(block),
+    )
+    assert sorted(rows) == sorted(expected)
+    for number, (first, finished, gpu_hit, preemptions, scheduled) in expected.items():
+        arrival, queue, ttft, _, e2e, _, _, hit, _, preempted = rows[number]
+        assert (hit, preempted) == (gpu_hit, preemptions)
+        assert ttft == pytest.approx((first - arrival) * 1000, rel=1e-9, abs=1e-6)
+        assert e2e == pytest.approx((finished - arrival) * 1000, rel=1e-9, abs=1e-6)
+        assert queue == pytest.approx((scheduled - arrival) * 1000, rel=1e-9, abs=1e-6)
+    assert stats.preemptions == sum(row[3] for row in expected.values())
+
+
+TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"
+MODEL = ("--model-config", "models/Llama-3.1-8B-Instruct/config.json", "--gpu-system", "h100_sxm")
+
+
+@pytest.fixture(scope="module")
+def head_trace(tmp_path_factory):
+    """The conversation trace's first 30 requests."""
+    import gzip
+    import itertools
+
+    from conftest import ROOT
+
+    path = tmp_path_factory.mktemp("trace") / "head.jsonl"
+    with gzip.open(ROOT / TRACE, "rt") as source:
+        path.write_text("".join(itertools.islice(source, 30)))
+    return path
+
+
+def test_simulate_figures_hold_together(tmp_path):
+    """``kvlab simulate`` of long_doc_qa with a CPU tier at two Poisson rates: the tokens add up, every request is in
+    the table, the CPU tier serves, the pool is the one asked for, and the heavier load queues longer (TTFT p90,
+    with margin)."""
+    import json
+
+    import pandas as pd
+    from conftest import kvlab
+
+    runs = {}
+    for rate in (0.5, 50.0):
+        table = tmp_path / f"{rate}.csv"
+        proc = kvlab(
+            "simulate",
+            "--workload",
+            "long_doc_qa",
+            "--num-documents",
+            6,
+            "--document-length",
+            4000,
+            "--repeat-count",
+            3,
+            "--repeat-mode",
+            "random",
+            *MODEL,
+            "--latency-source",
+            "roofline",
+            "--block-tokens",
+            256,
+            "--gpu-blocks",
+            40,
+            "--cpu-blocks",
+            200,
+            "--rate",
+            rate,
+            "--output-tokens",
+            20,
+            "--per-request",
+            table,
+        )
+        assert proc.returncode == 0, proc.stderr
+        document = json.loads(proc.stdout)
+        runs[rate] = document
+        rows = pd.read_csv(table)
+        assert document["requests"] == len(rows) == 24
+        for name in ("gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "input_tokens"):
+            assert document[name] == rows[name].sum()
+        assert document["cpu_hit_tokens"] > 0 and document["links"]["h2d"]["blocks"] > 0
+        assert (rows["ttft_ms"] >= rows["queue_ms"]).all() and (rows["e2e_ms"] >= rows["ttft_ms"]).all()
+        assert (document["cache"]["gpu_blocks"], document["cache"]["gpu_pool_from"]) == (40, "--gpu-blocks")
+        assert document["latency_source"] == "roofline"
+    assert runs[50.0]["ttft_ms"]["p90"] > 1.5 * runs[0.5]["ttft_ms"]["p90"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--speedup", "1", "--rate", "2"), "--speedup and --rate do not go together"),
+        (("--gpu-eviction", "fifo"), "--gpu-eviction: kvlab simulate models lru only"),
+        (("--partial-blocks", "keep"), "--partial-blocks: kvlab simulate models drop only"),
+        (("--gpu-blocks", "10", "--gpu-tokens", "640"), "--gpu-blocks: not allowed with argument --gpu-tokens"),
+        (("--block-tokens", "384"), "--block-tokens must be a multiple or a divisor"),
+        (("--max-num-seqs", "0"), "--max-num-seqs"),
+        (("--speedup", "-1"), "--speedup"),
+    ],
+)
+def test_simulate_refuses_bad_settings_in_one_line(head_trace, flags, message):
+    """Each bad setting: exit 2, one line naming it, nothing on stdout."""
+    from conftest import kvlab
+
+    proc = kvlab("simulate", "--workload", "mooncake", "--trace", head_trace, *MODEL, *flags)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and message in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_simulate_needs_a_clock_or_a_rate():
+    """The lab's documents have no timestamps or outputs: arrivals and output lengths must be given."""
+    from conftest import kvlab
+
+    common = ("simulate", "--workload", "lab", *MODEL, "--latency-source", "roofline", "--gpu-blocks", "64")
+    proc = kvlab(*common)
+    assert proc.returncode != 0 and "--rate or --clients" in proc.stderr and proc.stderr.count("\n") == 1
+    proc = kvlab(*common, "--clients", "2")
+    assert proc.returncode != 0 and "--output-tokens" in proc.stderr
+    proc = kvlab(*common, "--clients", "2", "--output-tokens", "4")
+    assert proc.returncode == 0, proc.stderr
