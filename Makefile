@@ -59,6 +59,19 @@ bench: $(VENV)/.bench-installed
 bench-scale: $(VENV)/.bench-installed
 	$(BIN)/python bench/scale.py $(if $(SIZES),--sizes $(SIZES))
 
+# kvlab simulate beside NVIDIA AISimulate on the conversation trace (bench/aisimulate_side_by_side.py): reuse per
+# tier, TTFT, CPU seconds, both tools in one run. AISimulate pins its own jax stack, so it gets a venv of its own
+# (.venv-aisimulate, about 1.5 GB, about a minute to install); kvlab's .venv is the one `make run` makes.
+.PHONY: bench-aisimulate
+bench-aisimulate: $(VENV)/.run-installed .venv-aisimulate/.installed
+	$(BIN)/python bench/aisimulate_side_by_side.py
+
+.venv-aisimulate/.installed: requirements-aisimulate.txt
+	@echo "Installing the AISimulate bench extra into .venv-aisimulate ..."
+	$(PYTHON) -m venv .venv-aisimulate
+	.venv-aisimulate/bin/pip install --quiet -r requirements-aisimulate.txt
+	touch $@
+
 # Snakemake's SLURM executor plugin (requirements-cluster.txt), for `kvlab run -- --profile profiles/slurm`:
 # see docs/cluster.md.
 cluster-install: $(VENV)/.cluster-installed

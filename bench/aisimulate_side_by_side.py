@@ -144,6 +144,12 @@ def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks):
     argv = [kvlab, "simulate", "--workload", "mooncake", "--trace", str(trace)]
     argv += ["--model-config", str(MODEL / "config.json"), "--gpu-system", SYSTEM, "--engine", ENGINE, "--tp", "1"]
     argv += ["--block-tokens", str(BLOCK), "--gpu-blocks", str(gpu_blocks), "--cpu-blocks", str(cpu_blocks)]
+    argv += [
+        "--link-gbps",
+        str(LINK_GBPS),
+        "--copy-us",
+        "0",
+    ]  # AISimulate's host links: bytes / 32 GB/s, no per-copy cost
     try:
         done, cpu = timed([*argv, "--speedup", str(speedup)])
     except OSError as error:

@@ -7,9 +7,10 @@ API), ``workflow`` (what the Snakefile needs; never imports ``cli``), and ``cli`
 that parses arguments). The three lab scripts (``kvsim``, ``scenario``, ``summarize``) stand beside them:
 standard library only, they also work when copied alone, and only their command wrappers import them.
 
-From Python: ``kvlab.plan(...)``, ``kvlab.replay(...)``, ``kvlab.curve(...)``, ``kvlab.size(...)`` and
-``kvlab.ttft_predict(...)`` (``ttft_breakeven``, ``ttft_systems``) are the functions of ``kvlab/api/`` (what
-``kvlab plan``, ``replay``, ``mrc``, ``size`` and ``ttft predict`` run; docs/python.md),
+From Python: ``kvlab.plan(...)``, ``kvlab.replay(...)``, ``kvlab.simulate(...)``, ``kvlab.curve(...)``,
+``kvlab.size(...)`` and ``kvlab.ttft_predict(...)`` (``ttft_breakeven``, ``ttft_systems``) are the functions of
+``kvlab/api/`` (what ``kvlab plan``, ``replay``, ``simulate``, ``mrc``, ``size`` and ``ttft predict`` run;
+docs/python.md),
 imported when first used, so that ``import kvlab`` stays light.
 """
 
@@ -39,12 +40,12 @@ def _numba_cache_folder():
 _numba_cache_folder()
 
 
-FUNCTIONS = ("plan", "replay", "curve", "size", "ttft_predict", "ttft_breakeven", "ttft_systems")  # kvlab.api's
+FUNCTIONS = ("plan", "replay", "simulate", "curve", "size", "ttft_predict", "ttft_breakeven", "ttft_systems")  # api's
 
 
 def __getattr__(name):
-    """``kvlab.plan``, ``kvlab.replay``, ``kvlab.curve``, ``kvlab.size``, ``kvlab.ttft_*``: kvlab.api's functions,
-    imported on first use (the request loop they run is the module :mod:`kvlab.loop`)."""
+    """``kvlab.plan``, ``kvlab.replay``, ``kvlab.simulate``, ``kvlab.curve``, ``kvlab.size``, ``kvlab.ttft_*``:
+    kvlab.api's functions, imported on first use (the request loop they run is the module :mod:`kvlab.loop`)."""
     if name in FUNCTIONS:
         from kvlab import api
 

@@ -117,10 +117,11 @@ def ttft_budgets_inputs(wildcards):
     return with_trace(inputs, commands.plan_workload(config, wildcards.plan))
 
 
-def hardware_inputs(part, workload=None):
-    """The inputs of a job priced from the hardware (``ttft.hardware.<part>``): its code, its model's config.json,
-    the system's file if the config names one, and the trace of ``workload`` if it reads one."""
-    inputs = {"code": code("ttft"), "model_config": commands.hardware_model(config, part)}
+def hardware_inputs(part, workload=None, command="ttft"):
+    """The inputs of a job priced from the hardware (``ttft.hardware.<part>``): the code of its ``kvlab COMMAND``,
+    its model's config.json, the system's file if the config names one, and the trace of ``workload`` if it reads
+    one."""
+    inputs = {"code": code(command), "model_config": commands.hardware_model(config, part)}
     system = paths.hardware_system(config)
     if system is not None:
         inputs["system"] = system
@@ -129,6 +130,10 @@ def hardware_inputs(part, workload=None):
 
 def hardware_budgets_inputs(wildcards):
     return hardware_inputs("budgets", wildcards.workload)
+
+
+def hardware_simulate_inputs(wildcards):
+    return hardware_inputs("simulate", wildcards.workload, "simulate")
 
 
 def plot_artifacts(wildcards):

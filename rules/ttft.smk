@@ -1,6 +1,7 @@
 # From hits to time (kvlab/latency/ttft.py): the TTFT model fitted to the measurement, predicted vs
 # measured, and its predictions across lab sweeps and a plan's CPU budgets; and TTFT priced from the
-# hardware (kvlab/latency/hardware.py), no fit: the lab's passes and a workload's CPU budgets.
+# hardware (kvlab/latency/hardware.py), no fit: the lab's passes, a workload's CPU budgets, and a trace
+# under load through one engine instance (kvlab simulate).
 
 
 rule ttft_fit:
@@ -77,7 +78,8 @@ if "budgets" in config["ttft"]:
 
 
 # Priced from the hardware (config.yaml's ttft.hardware): the lab's passes per measured config, beside the
-# handout's per-tier latencies (written from the config), and a replay workload's CPU budgets.
+# handout's per-tier latencies (written from the config), a replay workload's CPU budgets, and a trace
+# workload under load per CPU tier and load.
 HARDWARE = config["ttft"].get("hardware", {})
 
 if "lab" in HARDWARE:
@@ -136,4 +138,34 @@ if "budgets" in HARDWARE:
                 "ttft budgets {params.workload} {params.rules} --model-config {input.model_config:q} {params.plan}"
                 " {params.hardware} --cpu-gib-grid {params.budgets} --out {output:q}",
                 log,
+            )
+
+
+if "simulate" in HARDWARE:
+
+    rule ttft_hardware_simulate:
+        input:
+            unpack(hardware_simulate_inputs),
+            stamp=line_stamp("ttft_hardware_simulate"),
+        output:
+            simulated=artifact(paths.simulate_path("{workload}", "{cpu_blocks}", "{speedup}")),
+            percentiles=artifact(
+                paths.simulate_path("{workload}", "{cpu_blocks}", "{speedup}", "csv")
+            ),
+        log:
+            "logs/ttft/hardware/simulate-{workload}/cpu{cpu_blocks}-speedup{speedup}.log",
+        wildcard_constraints:
+            workload=paths.name_pattern([HARDWARE["simulate"]["workload"]]),
+            cpu_blocks=r"\d+",
+            speedup=r"[0-9][0-9.e+-]*",
+        params:
+            **commands.hardware_simulate_flags(config),
+            hardware=commands.hardware_flags(config),
+        run:
+            kvlab(
+                "simulate {params.workload} --model-config {input.model_config:q} {params.hardware}"
+                " --cpu-blocks {wildcards.cpu_blocks} --speedup {wildcards.speedup}"
+                " --percentiles {output.percentiles:q}",
+                log,
+                stdout=output.simulated,
             )

@@ -259,3 +259,43 @@ def test_simulate_needs_a_clock_or_a_rate():
     assert proc.returncode != 0 and "--output-tokens" in proc.stderr
     proc = kvlab(*common, "--clients", "2", "--output-tokens", "4")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_plan_under_load_is_simulate_at_the_plans_rooms(head_trace):
+    """``kvlab plan --load`` per CPU budget: the TTFT and throughput ``kvlab simulate`` gives at each plan's GPU and
+    CPU rooms, the same load and hardware (a differential check of the two commands); without --gpu-system it is
+    refused in one line."""
+    import json
+
+    from conftest import kvlab
+
+    common = ("--workload", "mooncake", "--trace", head_trace, "--model-config", MODEL[1])
+    hardware = ("--gpu-system", "h100_sxm", "--latency-source", "roofline")
+    proc = kvlab(
+        "plan", *common, "--gpu-gib", "1", "--cpu-gib", "0,2", *hardware, "--engine", "vllm", "--load", "rate=3"
+    )
+    assert proc.returncode == 0, proc.stderr
+    plans = json.loads(proc.stdout)
+    assert len(plans) == 2
+    for planned in plans:
+        cache = planned["cache"]
+        alone = kvlab(
+            "simulate",
+            *common,
+            *hardware,
+            "--gpu-tokens",
+            cache["gpu_tokens"],
+            "--cpu-tokens",
+            cache["cpu_tokens"],
+            "--rate",
+            "3",
+        )
+        assert alone.returncode == 0, alone.stderr
+        simulated = json.loads(alone.stdout)
+        for name in ("ttft_ms", "requests_per_s", "output_tokens_per_s", "preemptions", "token_hit_ratio"):
+            assert planned["load"][name] == simulated[name], name
+    assert plans[0]["load"]["cpu_blocks"] == 0 < plans[1]["load"]["cpu_blocks"]
+    refused = kvlab("plan", *common, "--gpu-gib", "1", "--load", "rate=3")
+    assert refused.returncode == 2 and "--load" in refused.stderr and refused.stderr.count("\n") == 1
+    bad = kvlab("plan", *common, "--gpu-gib", "1", *hardware, "--engine", "vllm", "--load", "fast")
+    assert bad.returncode == 2 and "expected speedup=S, rate=R or clients=N" in bad.stderr

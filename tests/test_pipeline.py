@@ -106,6 +106,15 @@ BAD_VALUES = {
     "hardware budgets with both GPU rooms": setter(["ttft", "hardware", "budgets", "gpu_tokens"], 1000),
     "hardware budgets empty grid": setter(["ttft", "hardware", "budgets", "cpu_gib"], []),
     "hardware budgets negative budget": setter(["ttft", "hardware", "budgets", "cpu_gib"], [0, -1]),
+    "simulate without its load grid": deleter(["ttft", "hardware", "simulate", "load"]),
+    "simulate without its model": deleter(["ttft", "hardware", "simulate", "model_config"]),
+    "simulate at a standstill": setter(["ttft", "hardware", "simulate", "budgets", "speedup"], 0),
+    "simulate a negative load": setter(["ttft", "hardware", "simulate", "load", "speedup"], [0.2, -1]),
+    "simulate a load twice": setter(["ttft", "hardware", "simulate", "load", "speedup"], [0.2, 0.2]),
+    "simulate a load grid as one number": setter(["ttft", "hardware", "simulate", "load", "speedup"], 0.2),
+    "simulate part of a CPU block": setter(["ttft", "hardware", "simulate", "load", "cpu_blocks"], [0, 1.5]),
+    "simulate an empty CPU grid": setter(["ttft", "hardware", "simulate", "budgets", "cpu_blocks"], []),
+    "unknown simulate key": setter(["ttft", "hardware", "simulate", "gpu_blocks"], 845),
 }
 
 
@@ -189,6 +198,18 @@ CROSS_FIELD = {
         setter(["ttft", "hardware", "budgets", "workload"], "sharegpt"),
         "ttft.hardware.budgets.workload names 'sharegpt', which is not in replay.workloads",
     ),
+    "simulate a workload without a clock": (
+        setter(["ttft", "hardware", "simulate", "workload"], "lab"),
+        "config: ttft.hardware.simulate.workload names 'lab', which has no clock: name a trace workload",
+    ),
+    "simulate an unknown workload": (
+        setter(["ttft", "hardware", "simulate", "workload"], "sharegpt"),
+        "ttft.hardware.simulate.workload names 'sharegpt', which is not in replay.workloads",
+    ),
+    "simulate a model that is not there": (
+        setter(["ttft", "hardware", "simulate", "model_config"], "models/none/config.json"),
+        "ttft.hardware.simulate.model_config: models/none/config.json: cannot read",
+    ),
     "hardware budgets of a trace at another chunk": (
         setter(["ttft", "hardware", "budgets", "chunk_tokens"], 256),
         "ttft.hardware.budgets.chunk_tokens: a Mooncake trace's blocks must be multiples of 512, got 256",
@@ -261,6 +282,41 @@ def test_point_args_do_not_depend_on_the_rest_of_the_grid(config):
     assert {
         value: commands.job_args(extended, "sweep_point", sweep="cliff", value=str(value)) for value in grid
     } == before
+
+
+def test_simulate_points_are_each_point_once_and_do_not_depend_on_the_rest_of_the_grid(config):
+    """ttft.hardware.simulate: each budget at the one load and each CPU tier at each load, a point shared by both
+    grids run once; a speedup spelled as its float (1 and 1.0 are one point); appending to a grid adds its points
+    and changes no existing point's command line."""
+    spec = config["ttft"]["hardware"]["simulate"]
+    points = paths.simulate_points(config)
+    budgets = {(cpu, repr(float(spec["budgets"]["speedup"]))) for cpu in spec["budgets"]["cpu_blocks"]}
+    load = {(cpu, repr(float(speedup))) for cpu in spec["load"]["cpu_blocks"] for speedup in spec["load"]["speedup"]}
+    assert len(points) == len(set(points)) and set(points) == budgets | load
+    assert len(points) < len(budgets) + len(load)  # the committed grids share points: each runs once
+
+    def line(config, point):
+        return commands.job_args(
+            config, "ttft_hardware_simulate", workload=spec["workload"], cpu_blocks=point[0], speedup=point[1]
+        )
+
+    before = {point: line(config, point) for point in points}
+    extended = copy.deepcopy(config)
+    simulate = extended["ttft"]["hardware"]["simulate"]
+    simulate["load"]["speedup"].append(1)
+    simulate["budgets"]["cpu_blocks"].append(6760)
+    validate(extended, str(SCHEMA))
+    checks.check_config(extended)
+    added = set(paths.simulate_points(extended)) - set(points)
+    at_budgets = repr(float(spec["budgets"]["speedup"]))
+    assert added == {(6760, at_budgets), *((cpu, "1.0") for cpu in spec["load"]["cpu_blocks"])}
+    assert {point: line(extended, point) for point in points} == before
+    assert line(extended, (0, "1.0")).endswith("--cpu-blocks 0 --speedup 1.0")
+    targets = paths.all_targets(extended)
+    assert f"results/ttft/hardware/simulate-{spec['workload']}/cpu0-speedup1.0-percentiles.csv" in targets
+    assert paths.plot_inputs(extended)["simulate_ttft_load"][len(spec["load"]["speedup"])].endswith(
+        "cpu0-speedup1.0.json"
+    )
 
 
 def test_all_targets_name_every_artifact(config):

@@ -90,7 +90,7 @@ def test_the_command_offers_every_plot_in_order():
 def test_every_plot_is_configured_and_committed():
     committed = sorted(path.stem for path in (ROOT / "results" / "plots").glob("*.png"))
     assert sorted(PLOT_INPUTS) == sorted(plots.PLOTS) == committed
-    assert len(committed) == 11
+    assert len(committed) == 13
 
 
 @pytest.mark.parametrize("name", sorted(PLOT_INPUTS))
@@ -178,9 +178,16 @@ DRAWN_COLUMN = {
     "trace_reuse": "token_hit_ratio",
     "ttft_hardware_lab": "ttft_ms",
     "ttft_hardware_budgets": "predicted_p50_ms",
+    "simulate_ttft_budgets": "ttft_ms",
+    "simulate_ttft_load": "ttft_ms",
 }
-# A JSON input whose first value its plot does not draw: the keys of one it does (kvlab ttft predict's first pass).
-DRAWN_KEYS = {"ttft_hardware_lab": ("rounds", 0, "p50_ms")}
+# A JSON input whose first value its plot does not draw: the keys of one it does (kvlab ttft predict's first pass,
+# kvlab simulate's TTFT p99).
+DRAWN_KEYS = {
+    "ttft_hardware_lab": ("rounds", 0, "p50_ms"),
+    "simulate_ttft_budgets": ("ttft_ms", "p99"),
+    "simulate_ttft_load": ("ttft_ms", "p99"),
+}
 
 
 def change_data(path, column, keys=None):
@@ -326,6 +333,24 @@ BAD_INPUTS = {
         ["cpu_gib,round,token_hit_ratio,predicted_p50_ms\n0,all,0,1\n"],
         1,
         "bad-0.csv: no column predicted_p99_ms",
+    ),
+    "simulation not of kvlab simulate": (
+        "simulate_ttft_load",
+        ['{"ttft_ms": {"p99": 1}}\n'],
+        1,
+        "bad-0.json: expected the output of kvlab simulate",
+    ),
+    "simulated budget without its percentiles": (
+        "simulate_ttft_budgets",
+        [GOOD, GOOD, GOOD],
+        1,
+        "in pairs",
+    ),
+    "percentiles without TTFT": (
+        "simulate_ttft_budgets",
+        [GOOD, "percentile,queue_ms\n50,1\n"],
+        1,
+        "bad-1.csv: no column ttft_ms",
     ),
     "an infinite number in a CSV": (
         "predicted_vs_measured",
@@ -656,6 +681,71 @@ def test_the_hardware_budgets_figure_draws_the_p50_and_p99_of_its_table(close_fi
     assert not [text for text in words(drawn) if "synthetic" in text.lower()]
 
 
+def test_the_budgets_under_load_draw_each_tiers_percentiles(close_figures):
+    """The TTFT distribution per CPU tier at one load: each tier's line is its --percentiles CSV (whole, then its tail
+    from p90), and its legend quotes the simulation's p50 and p99 and names the tier (none, or its blocks and GiB)."""
+    inputs = PLOT_INPUTS["simulate_ttft_budgets"]
+    drawn = figure("simulate_ttft_budgets", note=PLOT_ARGS["simulate_ttft_budgets"][1])
+    top, bottom = drawn.axes
+    assert top.get_xscale() == "log"
+    legend = legend_texts(top)
+    for index, (document, table) in enumerate(zip(inputs[0::2], inputs[1::2], strict=True)):
+        simulated = json.loads((ROOT / document).read_text(encoding="utf-8"))
+        rows = read_table(table)
+        assert list(top.lines[index].get_xdata()) == [float(row["ttft_ms"]) for row in rows]
+        assert list(top.lines[index].get_ydata()) == [float(row["percentile"]) for row in rows]
+        tail = [row for row in rows if float(row["percentile"]) >= 90]
+        assert list(bottom.lines[index].get_xdata()) == [float(row["ttft_ms"]) for row in tail]
+        cpu = simulated["cache"]["cpu_blocks"]
+        tier = "no CPU tier" if cpu == 0 else f"CPU tier {cpu:,} blocks"
+        ttft = simulated["ttft_ms"]
+        assert (
+            legend[index].startswith(tier) and f"p50 {ttft['p50']:,.0f} ms, p99 {ttft['p99']:,.0f} ms" in legend[index]
+        )
+    assert "Simulated under load" in PLOT_ARGS["simulate_ttft_budgets"][1]
+    assert not [text for text in words(drawn) if "synthetic" in text.lower()]
+
+
+def test_the_load_figure_draws_each_tiers_p99_against_the_load(close_figures):
+    """TTFT against the load: per CPU tier of ttft.hardware.simulate.load, its p99 and p50 at each speedup (the
+    simulations' own), and its preemptions; each load's tick says its requests per second."""
+    config = load_config()
+    load = config["ttft"]["hardware"]["simulate"]["load"]
+    drawn = figure("simulate_ttft_load", note=PLOT_ARGS["simulate_ttft_load"][1])
+    top, bottom = drawn.axes
+    lines = {" ".join(line.get_label().split()).split(" (same")[0]: line for line in series_lines(top)}
+    documents = [json.loads((ROOT / path).read_text(encoding="utf-8")) for path in PLOT_INPUTS["simulate_ttft_load"]]
+    for index, cpu in enumerate(load["cpu_blocks"]):
+        mine = documents[index * len(load["speedup"]) : (index + 1) * len(load["speedup"])]
+        tier = "no CPU tier" if cpu == 0 else f"CPU tier {cpu:,} blocks"
+        (p99,) = [line for name, line in lines.items() if name.startswith(tier) and name.endswith(": p99")]
+        assert list(p99.get_xdata()) == load["speedup"]
+        assert list(p99.get_ydata()) == [document["ttft_ms"]["p99"] for document in mine]
+        (p50,) = [line for name, line in lines.items() if name.startswith(tier) and name.endswith(": p50")]
+        assert list(p50.get_ydata()) == [document["ttft_ms"]["p50"] for document in mine]
+        assert list(series_lines(bottom)[index].get_ydata()) == [document["preemptions"] for document in mine]
+    ticks = [label.get_text() for label in bottom.get_xticklabels()]
+    assert ticks == [
+        f"x{speedup:g}\n{documents[k]['requests_per_s']:,.2f} req/s" for k, speedup in enumerate(load["speedup"])
+    ]
+    assert not [text for text in words(drawn) if "synthetic" in text.lower()]
+
+
+def test_the_simulations_percentiles_hold_the_jsons_percentiles():
+    """Each simulated point's --percentiles CSV quotes the p50, p90 and p99 of its JSON, for every time, and rises."""
+    config = load_config()
+    workload = config["ttft"]["hardware"]["simulate"]["workload"]
+    for point in paths.simulate_points(config):
+        simulated = json.loads((ROOT / paths.simulate_path(workload, *point)).read_text(encoding="utf-8"))
+        rows = {row["percentile"]: row for row in read_table(paths.simulate_path(workload, *point, "csv"))}
+        assert list(rows)[0] == "0" and list(rows)[-1] == "100" and len(rows) == 103
+        for time in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"):
+            for percentile in ("50", "90", "99"):
+                assert float(rows[percentile][time]) == simulated[time][f"p{percentile}"], (point, time)
+            values = [float(row[time]) for row in rows.values()]
+            assert values == sorted(values)
+
+
 def test_coinciding_names_every_run_and_a_series_the_same_throughout():
     series = {"a": ([1, 2, 3, 4], [0, 0, 5, 0]), "b": ([1, 2, 3, 4], [0, 0, 6, 0]), "c": ([1, 2, 3, 4], [9, 9, 9, 9])}
     shown = plots.spans_of(str, "GiB")
@@ -753,6 +843,7 @@ def test_plot_inputs_are_targets_and_committed_artifacts(config):
 
 
 def test_plot_inputs_of_the_committed_config(config):
+    simulated = config["ttft"]["hardware"]["simulate"]
     assert paths.plot_inputs(config) == {
         "gpu_cliff": ["results/cliff.json", "results/ttft/sweep-cliff.csv"],
         "cpu_cliff": ["results/policies/cpu_cliff.json", "results/ttft/sweep-cpu_cliff.csv"],
@@ -773,6 +864,17 @@ def test_plot_inputs_of_the_committed_config(config):
             "results/ttft/hardware/lab-lmcache-requests.csv",
         ],
         "ttft_hardware_budgets": ["results/ttft/hardware/budgets-conversation.csv"],
+        "simulate_ttft_budgets": [
+            f"results/ttft/hardware/simulate-{simulated['workload']}/cpu{cpu}-speedup{simulated['budgets']['speedup']}"
+            + suffix
+            for cpu in simulated["budgets"]["cpu_blocks"]
+            for suffix in (".json", "-percentiles.csv")
+        ],
+        "simulate_ttft_load": [
+            f"results/ttft/hardware/simulate-{simulated['workload']}/cpu{cpu}-speedup{speedup}.json"
+            for cpu in simulated["load"]["cpu_blocks"]
+            for speedup in simulated["load"]["speedup"]
+        ],
         "real_ttft_per_pass": ["data/measurements/llama-cpp-tiny.jsonl"],
         "real_predicted_vs_measured": ["results/real/predicted_vs_measured.csv"],
         "trace_reuse": TRACE_INPUTS,

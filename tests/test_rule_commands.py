@@ -58,8 +58,8 @@ def pattern(template, wildcards):
 
 
 def extended(config):
-    """config.yaml with a replay grid, a curve grid, a plan, a hardware-priced lab config and budget added: values
-    not already in them."""
+    """config.yaml with a replay grid, a curve grid, a plan, a hardware-priced lab config and budget, and a simulated
+    CPU tier and load added: values not already in them."""
     rooms = config["replay"]["rooms"]
     rooms["gpu_tokens"].append(max(rooms["gpu_tokens"]) + 7)
     config["mrc"]["block_tokens"].append(max(config["mrc"]["block_tokens"]) * 2)
@@ -68,6 +68,8 @@ def extended(config):
     hardware = config["ttft"]["hardware"]
     hardware["lab"]["configs"] = {**hardware["lab"]["configs"], "bigger": {"gpu_tokens": 50110, "cpu_tokens": 0}}
     hardware["budgets"]["cpu_gib"].append(max(hardware["budgets"]["cpu_gib"]) * 2)
+    hardware["simulate"]["budgets"]["cpu_blocks"].append(max(hardware["simulate"]["budgets"]["cpu_blocks"]) * 2)
+    hardware["simulate"]["load"]["speedup"].append(max(hardware["simulate"]["load"]["speedup"]) + 0.25)
     return config
 
 

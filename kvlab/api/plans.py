@@ -90,6 +90,7 @@ def plan(
     link_latency_ms=None,
     layerwise=False,
     all_reduce=None,
+    load=None,
     max_memory=None,
     **options,
 ):
@@ -99,7 +100,9 @@ def plan(
     ``cpu_gib_per_node``, the node's, is divided over the instance's ranks on a node (min(tp, GPUs per node): the
     ``gpu_system``'s, else 8). With ``gpu_system`` (and ``engine``) the plan also prices each round's TTFT
     (:class:`kvlab.latency.hardware.HardwareSettings`' keywords; None: its default). A :class:`Plan`, or a
-    :class:`Grid` of them where ``gpu_tokens``, ``gpu_gib``, ``cpu_gib`` or ``cpu_gib_per_node`` is a list."""
+    :class:`Grid` of them where ``gpu_tokens``, ``gpu_gib``, ``cpu_gib`` or ``cpu_gib_per_node`` is a list. With
+    ``load`` (``"speedup=S"``, ``"rate=R"`` or ``"clients=N"``: ``kvlab simulate``'s arrivals) each plan also
+    gives the TTFT percentiles and the throughput under that load (``kvlab.simulate`` at the plan's rooms)."""
     settings = dict(locals())
     settings.update(settings.pop("options"))
     priced = functools.partial(_plan, models={})  # one hardware model for every point of a grid
@@ -137,7 +140,7 @@ def plan_setting(
     return made, shape, per_token, gpu_tokens if gpu_tokens is not None else tokens_in(gpu_gib, per_token)
 
 
-def _plan(*, workload, model_config, max_memory, models, **settings):
+def _plan(*, workload, model_config, max_memory, models, load, **settings):
     from kvlab.cache.costs import WINDOW_RULES
     from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.cache.write_policies import WRITE_POLICIES
@@ -214,6 +217,10 @@ def _plan(*, workload, model_config, max_memory, models, **settings):
         rules = {key: checked[key] for key in ("write_policy", "partial_blocks", "eviction_order")}
         rooms = (checked["tp"], checked["kv_dtype"], gpu_tokens, checked["cpu_gib"])
         result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter)
+    if load is not None:
+        if priced is None:
+            raise SettingError("argument --load: the time under load is priced from the hardware: give --gpu-system")
+        result["load"] = _load(load, workload, options, model_config, checked, hardware, result["cache"], max_memory)
     return Plan.of(dump_json(result))
 
 
@@ -301,6 +308,52 @@ def _ttft(model, made, shape, rooms, rules, window_rule, meter):
     return {"latency": model.describe(), "all": everything, "rounds": per_round}
 
 
+LOADS = ("speedup", "rate", "clients")  # kvlab simulate's arrivals (kvlab/engine/arrivals.py)
+
+
+def load_spec(text):
+    """``"rate=0.5"`` -> ``{"rate": 0.5}``: one of :data:`LOADS` and its number (``clients`` a whole one)."""
+    from kvlab.util.files import number_text, shown
+
+    name, _, value = str(text).partition("=")
+    if name not in LOADS or not number_text(value, whole=name == "clients"):
+        raise ValueError(f"expected speedup=S, rate=R or clients=N, got {shown(text)}")
+    return {name: int(value) if name == "clients" else float(value)}
+
+
+def _load(load, workload, options, model_config, checked, hardware, cache, max_memory):
+    """The plan's ``load``: ``kvlab simulate`` at its GPU and CPU rooms under ``load``: TTFT p50/p90/p99 and the
+    throughput (vLLM v1's scheduler; the full-attention pool: a window rule is the replay's only)."""
+    arrivals = load if isinstance(load, dict) else _setting("load", load_spec, load)
+    from kvlab.api.simulates import simulate
+
+    simulated = simulate(
+        workload=workload,
+        **options,
+        gpu_tokens=cache["gpu_tokens"],
+        cpu_tokens=cache["cpu_tokens"],
+        block_tokens=checked["chunk_tokens"],
+        model_config=model_config,
+        engine=checked["engine"],
+        tp=checked["tp"],
+        kv_dtype=checked["kv_dtype"],
+        write_policy=checked["write_policy"],
+        eviction_order=checked["eviction_order"],
+        max_memory=max_memory,
+        **hardware,
+        **arrivals,
+    ).to_dict()
+    figures = ("requests", "ttft_ms", "tpot_ms", "queue_ms", "requests_per_s", "output_tokens_per_s", "preemptions")
+    return {
+        "arrivals": simulated["arrivals"],
+        "gpu_blocks": simulated["cache"]["gpu_blocks"],
+        "cpu_blocks": simulated["cache"]["cpu_blocks"],
+        **{name: simulated[name] for name in figures},
+        "token_hit_ratio": simulated["token_hit_ratio"],
+        "latency_source": simulated["latency_source"],
+    }
+
+
 PLAN_SETTINGS = (
     "gpu_tokens",
     "gpu_gib",
@@ -315,5 +368,6 @@ PLAN_SETTINGS = (
     "target_hit_ratio",
     "engine",
     "window_rule",
+    "load",
     *HARDWARE_SETTINGS,
 )

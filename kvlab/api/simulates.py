@@ -8,7 +8,7 @@ from kvlab.api.common import _frame, _hardware_values, _meter, _Result, workload
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
 
-__all__ = ["REQUEST_COLUMNS", "Simulation", "simulate"]
+__all__ = ["PERCENTILES", "REQUEST_COLUMNS", "Simulation", "simulate"]
 
 REQUEST_COLUMNS = (
     "request",
@@ -25,6 +25,7 @@ REQUEST_COLUMNS = (
     "preemptions",
 )
 TIMES = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
+PERCENTILES = (*range(100), 99.5, 99.9, 100)  # the rows of --percentiles: every whole percentile, and the tail's
 CACHE_RULES = (  # kvlab replay's cache flags that simulate takes, with the values its engine models
     "partial_blocks",
     "eviction_order",
@@ -38,7 +39,8 @@ CACHE_RULES = (  # kvlab replay's cache flags that simulate takes, with the valu
 
 @dataclass(frozen=True)
 class Simulation(_Result):
-    """What ``kvlab simulate`` prints; ``per_request`` its ``--per-request`` CSV (with ``per_request=True``)."""
+    """What ``kvlab simulate`` prints; ``per_request`` its ``--per-request`` CSV (with ``per_request=True``), and
+    ``percentiles`` its ``--percentiles`` CSV (with ``percentiles=True``)."""
 
     requests: int
     ttft_ms: dict
@@ -50,13 +52,15 @@ class Simulation(_Result):
     preemptions: int
     text: str = field(repr=False)
     per_request: str | None = field(default=None, repr=False)
+    percentiles: str | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, text, per_request=None):
+    def of(cls, text, per_request=None, percentiles=None):
         document = json.loads(text)
         names = ("requests", "ttft_ms", "tpot_ms", "e2e_ms", "requests_per_s", "gpu_hit_tokens", "cpu_hit_tokens")
         figures = {name: document[name] for name in names}
-        return cls(**figures, preemptions=document["preemptions"], text=text, per_request=per_request)
+        kept = {"per_request": per_request, "percentiles": percentiles}
+        return cls(**figures, preemptions=document["preemptions"], text=text, **kept)
 
     def to_frame(self):
         """One row per time (TTFT, TPOT, end-to-end, queueing): its percentiles and mean."""
@@ -74,20 +78,44 @@ class Simulation(_Result):
         return pd.read_csv(io.StringIO(self.per_request))
 
 
-def spread(values):
-    """``{p50, p90, p99, mean}`` of ``values`` (ms, NaN left out), each rounded to 0.1 ms (numpy's linear
-    percentiles); None each when there are none."""
+def _times(values):
     import numpy as np
 
     times = np.asarray(values, dtype=float)
-    times = times[~np.isnan(times)]
+    return times[~np.isnan(times)]
+
+
+def _at(times, percentiles):
+    """``times``' percentiles (numpy's linear ones), each rounded to 0.1 ms."""
+    import numpy as np
+
+    return [round(float(value), 1) for value in np.percentile(times, percentiles)]
+
+
+def spread(values):
+    """``{p50, p90, p99, mean}`` of ``values`` (ms, NaN left out), each rounded to 0.1 ms (numpy's linear
+    percentiles); None each when there are none."""
+    times = _times(values)
     if not len(times):
         return {"p50": None, "p90": None, "p99": None, "mean": None}
-    found = np.percentile(times, [50, 90, 99])
-    return {
-        **{name: round(float(value), 1) for name, value in zip(("p50", "p90", "p99"), found, strict=True)},
-        "mean": round(float(times.mean()), 1),
-    }
+    found = _at(times, [50, 90, 99])
+    return {**dict(zip(("p50", "p90", "p99"), found, strict=True)), "mean": round(float(times.mean()), 1)}
+
+
+def percentiles_table(stats):
+    """The ``--percentiles`` CSV: a row per percentile of :data:`PERCENTILES`, each time's value at it (ms, rounded
+    as :func:`spread`'s, so that its p50, p90 and p99 are the JSON's; empty where a time has no value)."""
+    from kvlab.util.files import csv_text
+
+    columns = {}
+    for name in TIMES:
+        times = _times(getattr(stats, name))
+        columns[name] = _at(times, PERCENTILES) if len(times) else [""] * len(PERCENTILES)
+    rows = [
+        {"percentile": percentile, **{name: columns[name][index] for name in TIMES}}
+        for index, percentile in enumerate(PERCENTILES)
+    ]
+    return csv_text(rows, ("percentile", *TIMES))
 
 
 def _ratio(part, whole):
@@ -105,6 +133,7 @@ def simulate(
     clients=None,
     seed=0,
     per_request=False,
+    percentiles=False,
     max_memory=None,
     **settings,
 ):
@@ -112,7 +141,8 @@ def simulate(
     ``rate`` or ``clients``), the engine's settings (:class:`kvlab.engine.settings.EngineSettings`' fields), the
     cache's (``kvlab replay``'s: ``gpu_tokens`` or ``gpu_blocks``, ``cpu_tokens`` or ``cpu_blocks``,
     ``block_tokens``, ``write_policy``, ...) and the hardware's (:class:`kvlab.latency.hardware.HardwareSettings`'
-    fields). A :class:`Simulation`."""
+    fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
+    percentiles. A :class:`Simulation`."""
     from kvlab.cache.interface import CacheSettings
     from kvlab.engine.arrivals import Arrivals
     from kvlab.engine.cost import StepCost
@@ -121,7 +151,6 @@ def simulate(
     from kvlab.engine.settings import EngineSettings, engine_setting_names
     from kvlab.engine.simulator import Engine
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
-    from kvlab.util.memory import Footprint
     from kvlab.workloads import whole_number
 
     hardware = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
@@ -174,15 +203,29 @@ def simulate(
         offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
     if gpu_blocks < 1:
         raise SettingError("argument --gpu-blocks: the engine needs a GPU pool of at least one block")
-    meter = _meter(max_memory, Footprint(request=120 + (160 if per_request else 0), key=250, fixed=0))
+    meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
     pool = BlockPool(gpu_blocks, block)
     cost = StepCost(model, block)
     simulator = Engine(pool, cost, offload, engine, per_request, tail_first=chosen.eviction_order == "tail-first")
+    simulator.meter = meter
     timed = _metered(made, meter)
     stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
     document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
     table = _table(stats) if per_request else None
-    return Simulation.of(dump_json(document), table)
+    return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
+
+
+def simulate_footprint(gpu_blocks, cpu_blocks, per_request, interned):
+    """What ``kvlab simulate`` holds (kvlab/util/memory.py): per request its four times (typed arrays, up to twice
+    while they grow, and the copies the percentiles take) and, if kept, its table row (a tuple, the frame, the CSV
+    text); per distinct block the dense ids of blocks cut from a trace block; fixed, reading the trace (its batch of
+    lines: what every trace reader holds) and the GPU pool's and the CPU tier's entries (an OrderedDict entry and its
+    key each). A waiting request holds more (kvlab/engine/simulator.py: the engine checks its queue)."""
+    from kvlab.cache.compiled import READING_BYTES
+    from kvlab.util.memory import Footprint
+
+    per = 96 + (480 if per_request else 0)
+    return Footprint(request=per, key=24 if interned else 0, fixed=READING_BYTES + 150 * (gpu_blocks + cpu_blocks))
 
 
 def _policy_rules(chosen):

@@ -70,16 +70,19 @@ class WriteThrough(PrefixCache):
     def stores(self, keys, gpu_end, cpu_end):
         """Of a request's stored ``keys``, those :meth:`cpu_after` will copy to the CPU: the computed ones it does not
         hold (and, with ``re_store_on_gpu_hit``, the GPU hits it does not hold)."""
+        from itertools import filterfalse
+
         cpu = self.cpu
         if not cpu.capacity:
             return []
-        stored = [key for key in keys[max(gpu_end, cpu_end) :] if key not in cpu and self._stores(key)]
+        held = cpu._sizes.__contains__
+        stored = self._stored(list(filterfalse(held, keys[max(gpu_end, cpu_end) :])))
         if self._on_gpu_hit in (cpu.store_absent, cpu.access_all):
-            stored = [key for key in keys[:gpu_end] if key not in cpu] + stored
+            stored = list(filterfalse(held, keys[:gpu_end])) + stored
         return stored
 
-    def _stores(self, key):
-        return True
+    def _stored(self, keys):
+        return keys
 
 
 class Selective(WriteThrough):
@@ -94,8 +97,8 @@ class Selective(WriteThrough):
     def _computed(self, blocks, cpu_hit):
         return blocks.runs(self._store_recomputed, cpu_hit, blocks.stored)
 
-    def _stores(self, key):
-        return key in self._seen
+    def _stored(self, keys):
+        return [key for key in keys if key in self._seen]
 
     def _store_recomputed(self, keys, size):
         seen = self._seen

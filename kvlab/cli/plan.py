@@ -115,6 +115,13 @@ def build_parser(prog):
         " allocator: only the last window of each request; budgets by bisection over replays); default in-window"
         " with --engine vllm, else all-layers",
     )
+    parser.add_argument(
+        "--load",
+        type=argument(plans.load_spec),
+        metavar="SPEC",
+        help="also the TTFT percentiles and throughput under this load, per CPU budget (kvlab simulate at the"
+        " plan's rooms, with --gpu-system): speedup=S of the trace's clock, rate=R requests/s or clients=N",
+    )
     gpu_system = "also the predicted TTFT per round on this system (with --engine): " + HARDWARE_HELP["gpu_system"]
     gpu_system += "; its GPUs per node divide --cpu-gib-per-node"
     add_hardware_arguments(parser, skip=HARDWARE_OWN, optional=True, helps={"gpu_system": gpu_system})

@@ -11,6 +11,8 @@ NAMES = (  # kvlab.report.plots.PLOTS's keys (a test checks), without importing 
     "ttft_budgets",
     "ttft_hardware_lab",
     "ttft_hardware_budgets",
+    "simulate_ttft_budgets",
+    "simulate_ttft_load",
     "real_ttft_per_pass",
     "real_predicted_vs_measured",
     "trace_reuse",

@@ -1,6 +1,6 @@
 """``kvlab simulate``: a workload through one engine instance on a clock (requests in flight hold their blocks,
 steps share a token budget, copies queue on the links, every step priced from the hardware); one JSON object on
-stdout, and with ``--per-request FILE`` one CSV row per request."""
+stdout, with ``--per-request FILE`` one CSV row per request, and with ``--percentiles FILE`` the times' percentiles."""
 
 import argparse
 import dataclasses
@@ -78,6 +78,11 @@ def build_parser(prog):
     add_workload_arguments(parser)
     add_memory_argument(parser)
     parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+    parser.add_output(
+        "--percentiles",
+        metavar="FILE",
+        help="also write the times' percentiles to FILE: a CSV row per percentile (0 to 100, and 99.5, 99.9)",
+    )
     return parser
 
 
@@ -88,9 +93,11 @@ def execute(args, parser):
     from kvlab.latency.hardware import settings_names
 
     settings = {name: getattr(args, name) for name in (*names, *settings_names()) if hasattr(args, name)}
-    keep = args.per_request is not None
-    result = simulates.simulate(workload=args.workload, **workload_options(args), **settings, per_request=keep)
-    return Outputs({args.per_request: result.per_request} if keep else {}, result.text)
+    kept = {"per_request": args.per_request, "percentiles": args.percentiles}
+    wanted = {name: path is not None for name, path in kept.items()}
+    result = simulates.simulate(workload=args.workload, **workload_options(args), **settings, **wanted)
+    files = {path: getattr(result, name) for name, path in kept.items() if path is not None}
+    return Outputs(files, result.text)
 
 
 def main(argv, prog):

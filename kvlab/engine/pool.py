@@ -48,30 +48,38 @@ class BlockPool:
         return len(keys)
 
     def needed(self, keys, anonymous=0):
-        """Of :attr:`available`, what holding ``keys`` and ``anonymous`` more would take (a held key is shared; a
-        cached one is taken out of the free queue)."""
-        held = self.held
-        return anonymous + sum(1 for key in keys if key not in held)
+        """Of :attr:`available`, what holding ``keys`` (distinct) and ``anonymous`` more would take (a held key is
+        shared; a cached one is taken out of the free queue)."""
+        return anonymous + len(keys) - len(self.held.keys() & keys)
 
     def hold(self, keys, anonymous=0, pending=False):
-        """Hold ``keys`` (found or new) and ``anonymous`` slots; False, changing nothing, where they do not fit."""
+        """Hold ``keys`` (distinct; found or new) and ``anonymous`` slots; False, changing nothing, where they do not
+        fit. (Whole runs of keys at once: the dictionaries' own loops, not Python's.)"""
         held, cached = self.held, self.cached
-        if self.needed(keys, anonymous) > self.available:
+        shared = held.keys() & keys
+        if anonymous + len(keys) - len(shared) > self.blocks - len(held) - self.anonymous:
             return False
-        for key in keys:
-            if key in held:
-                held[key] += 1
-            else:
-                cached.pop(key, None)
-                held[key] = 1
-                if pending:
-                    self.pending.add(key)
+        if shared:
+            counts = {key: held[key] + 1 for key in shared}
+        for key in cached.keys() & keys:
+            del cached[key]
+        held.update(dict.fromkeys(keys, 1))
+        if shared:
+            held.update(counts)
+        if pending:
+            self.pending.update(key for key in keys if key not in shared)
         self.anonymous += anonymous
-        victims = self.victims
-        for _ in range(len(held) + len(cached) + self.anonymous - self.blocks):
-            key, _ = cached.popitem(last=False)
-            if victims is not None:
-                victims.append((key, self.block_tokens))
+        excess = len(held) + len(cached) + self.anonymous - self.blocks
+        if excess > 0:
+            pop = cached.popitem
+            victims = self.victims
+            if victims is None:
+                for _ in range(excess):
+                    pop(False)
+            else:
+                unit = self.block_tokens
+                for _ in range(excess):
+                    victims.append((pop(False)[0], unit))
         return True
 
     def loaded(self, keys):
@@ -81,14 +89,17 @@ class BlockPool:
     def release(self, keys, anonymous=0):
         """Let go of ``keys`` (in the order they join the free queue: tail first) and ``anonymous`` slots."""
         held, cached = self.held, self.cached
-        for key in keys:
-            count = held[key] - 1
-            if count:
-                held[key] = count
-            else:
-                del held[key]
-                self.pending.discard(key)
-                cached[key] = None
+        counts = list(map(held.pop, keys))
+        if counts.count(1) == len(counts):  # no other holder: all join the free queue
+            cached.update(dict.fromkeys(keys))
+        else:
+            for key, count in zip(keys, counts, strict=True):
+                if count > 1:
+                    held[key] = count - 1
+                else:
+                    cached[key] = None
+        if self.pending:
+            self.pending.difference_update(keys)
         self.anonymous -= anonymous
 
     def park(self, keys, anonymous):

@@ -29,7 +29,8 @@ from kvlab.util.errors import KvlabError
 
 __all__ = ["Engine", "EngineStats", "Request"]
 
-GENERATED = -1  # generated blocks' keys: negative, (request, block) packed, never a workload's (dense, from 0)
+QUEUED_REQUEST_BYTES, QUEUED_BLOCK_BYTES = 300, 36  # a waiting request: its object, and per block its key (an int)
+GENERATED = "generated"  # a generated block's key: (GENERATED, request, block), never a workload's (an int)
 
 
 class Request:
@@ -51,6 +52,7 @@ class Request:
         "scheduled",
         "first_token",
         "preemptions",
+        "length",
         "loading",
         "storing",
         "done",
@@ -65,6 +67,7 @@ class Request:
         self.output = output
         self.computed = 0  # tokens whose KV is on the GPU
         self.generated = 0  # output tokens sampled
+        self.length = tokens  # its tokens so far: the prompt and what it generated (vLLM's ``num_tokens``)
         self.held = []  # keyed blocks held, head first
         self.anonymous = 0  # blocks held beyond them (a partial block, generated tokens)
         self.gpu_hit = self.cpu_hit = None  # tokens, at its first lookup
@@ -76,11 +79,6 @@ class Request:
         self.storing = 0  # its stores in flight
         self.done = False  # finished, its blocks held until its stores complete (vLLM's delay_free_blocks)
         self.client = client
-
-    @property
-    def length(self):
-        """Its tokens so far: the prompt and what it generated (vLLM's ``num_tokens``)."""
-        return self.tokens + self.generated
 
 
 class EngineStats:
@@ -116,6 +114,7 @@ class Engine:
         self.events = []  # (time, order, kind, payload): arrivals of closed-loop clients and copies completing
         self.order = 0
         self.loads = 0  # waiting requests whose load is in flight
+        self.meter = None  # a kvlab.util.memory.Meter the queue is checked against as it grows
         self.links = {"h2d": 0.0, "d2h": 0.0}  # when each link is next free
         self.evicting = self.offload is not None and self.offload.takes_victims
         self.evicted_until = 0.0  # when the copies of what the GPU evicted complete (write-back)
@@ -206,6 +205,17 @@ class Engine:
             self._finished_client(request)
             return
         self.waiting.append(request)
+        if self.meter is not None and not len(self.waiting) % 4096:
+            self._check_queue()
+
+    def _check_queue(self):
+        """The memory the waiting requests hold, with what the run holds besides (its meter's footprint)."""
+        from kvlab.util.memory import Footprint
+
+        own = self.meter.footprint
+        besides = own.fixed + own.of(0, self.numbered, 0)  # the times of every request so far, the tiers
+        queued = Footprint(QUEUED_BLOCK_BYTES, QUEUED_REQUEST_BYTES, 0, besides)
+        self.meter.check(sum(len(request.keys) for request in self.waiting), len(self.waiting), 0, None, queued)
 
     def _schedulable(self):
         return len(self.waiting) > self.loads
@@ -217,12 +227,14 @@ class Engine:
         budget = settings.max_num_batched_tokens
         scheduled = []  # (request, tokens this step)
         preempted = False
-        running = self.running
+        running, block = self.running, self.block
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
             tokens = min(request.length - request.computed, budget)
-            while not self._allocate(request, request.computed + tokens):
+            blocks = -(-(request.computed + tokens) // block)
+            have = len(request.held) + request.anonymous
+            while blocks > have and not self._allocate_more(request, blocks, have):
                 victim = running.pop()
                 self._preempt(victim)
                 preempted = True
@@ -297,7 +309,7 @@ class Engine:
         return keys
 
     def _generated_key(self, request, index):
-        return GENERATED - (request.number << 24) - index
+        return GENERATED, request.number, index
 
     def _find(self, request):
         """``(keys, gpu_end, cpu_end)``: its prefix found on the GPU, then continued on the CPU."""
@@ -349,6 +361,9 @@ class Engine:
         have = len(request.held) + request.anonymous
         if blocks <= have:
             return True
+        return self._allocate_more(request, blocks, have)
+
+    def _allocate_more(self, request, blocks, have):
         keys = self._lookup_keys(request) if request.anonymous == 0 else ()
         keyed = keys[len(request.held) : blocks]
         return self._hold(request, keyed, blocks - have - len(keyed))
@@ -439,7 +454,9 @@ class Engine:
             request.computed += tokens
             if request.computed < request.length:
                 continue  # a chunk of its prefill
-            request.generated += tokens if steps > 1 else 1
+            sampled = tokens if steps > 1 else 1
+            request.generated += sampled
+            request.length += sampled
             if request.first_token is None:
                 request.first_token = end
             if before < request.tokens <= request.computed:

@@ -605,6 +605,122 @@ def ttft_hardware_budgets(budgets):
     return figure
 
 
+# A trace under load through one engine instance (kvlab simulate, results/ttft/hardware/simulate-<workload>/): each
+# point's JSON, and its times' percentiles (--percentiles).
+def simulation(path):
+    """A ``kvlab simulate`` output; ValueError naming the file if it is something else."""
+    document = read_json(path)
+    keys = ("ttft_ms", "cache", "arrivals", "latency")
+    if not isinstance(document, dict) or not all(isinstance(document.get(key), dict) for key in keys):
+        raise ValueError(f"{path}: expected the output of kvlab simulate (JSON with {', '.join(keys)})")
+    return document
+
+
+def cpu_tier(document):
+    """A simulation's CPU tier in words: none, or its blocks and GiB."""
+    cache = document["cache"]
+    if not cache["cpu_blocks"]:
+        return "no CPU tier"
+    gib = cache["cpu_tokens"] * document["latency"]["kv_bytes_per_token"] / 2**30
+    return f"CPU tier {cache['cpu_blocks']:,} blocks ({gib:,.1f} GiB)"
+
+
+def simulated_setting(document):
+    """The model, system and engine, and the GPU pool of a simulation, in words (the figures' titles)."""
+    latency, cache = document["latency"], document["cache"]
+    model = Path(latency["model_config"]).parent.name
+    return (
+        f"{model} on one {latency['gpu_system']}, {latency['engine']}; GPU pool {cache['gpu_blocks']:,} blocks of"
+        f" {cache['block_tokens']:,} tokens"
+    )
+
+
+# The CDF lines of a CPU tier each, wide and pale first, each later one narrower over it (no markers: a line of
+# 103 percentiles).
+CDF_STYLES = (
+    {"linestyle": "-", "linewidth": 5.0, "alpha": 0.35},
+    {"linestyle": "--", "linewidth": 2.4},
+    {"linestyle": ":", "linewidth": 2.0},
+    {"linestyle": "-.", "linewidth": 1.2},
+)
+
+
+def simulate_ttft_budgets(simulated, percentiles, *more):
+    """The TTFT distribution per CPU tier at one load (each tier's simulation and its percentiles, in pairs): the
+    share of requests whose TTFT is at most x, whole (top, log scale) and its tail from p90 (bottom)."""
+    files = [simulated, percentiles, *more]
+    if len(files) % 2:
+        raise ValueError("expected each CPU tier's simulation (JSON) and its percentiles (CSV), in pairs")
+    tiers = [
+        (simulation(document), read_csv(table, "percentile", "ttft_ms"))
+        for document, table in zip(files[0::2], files[1::2], strict=True)
+    ]
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(9.5, 7.0), height_ratios=(3, 2))
+    for index, (document, table) in enumerate(tiers):
+        ttft, hits = document["ttft_ms"], document["hit_ratios"]["kvlab"]
+        label = (
+            f"{cpu_tier(document)}: p50 {ttft['p50']:,.0f} ms, p99 {ttft['p99']:,.0f} ms;"
+            f" hits GPU {hits['gpu']:.1%}, CPU {hits['cpu']:.1%}; {document['preemptions']:,} preemptions"
+        )
+        style = {"color": f"C{index}", "zorder": 2 + index, **CDF_STYLES[index % len(CDF_STYLES)]}
+        top.plot(table["ttft_ms"], table["percentile"], label=label, **style)
+        tail = table[table["percentile"] >= 90]
+        bottom.plot(tail["ttft_ms"], tail["percentile"], **style)
+    top.set_xscale("log")
+    top.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    top.set_ylabel("requests with at most this TTFT (%)")
+    top.legend(fontsize=7, loc="upper left")
+    arrivals = tiers[0][0]
+    top.set_title(
+        f"TTFT per CPU tier under load: {arrivals['workload'].get('trace', arrivals['workload']['source'])} at"
+        f" {arrivals['requests_per_s']:,.2f} requests/s (the trace's clock x{arrivals['arrivals']['speedup']:g})"
+        f"\n{simulated_setting(arrivals)}",
+        fontsize=8,
+    )
+    grouped(bottom)
+    bottom.set_ylabel("requests (%), the tail")
+    bottom.set_xlabel("TTFT (ms): queueing, loads and prefill")
+    return figure
+
+
+def simulate_ttft_load(first, *more):
+    """TTFT p99 and p50 against the load, per CPU tier (top), and the preemptions (bottom), from the simulations of
+    each CPU tier at each load; a line under another still shows, and its legend says where."""
+    documents = [simulation(path) for path in (first, *more)]
+    tiers = {}
+    for document in documents:
+        tiers.setdefault(cpu_tier(document), []).append(document)
+    times, preempted = {}, {}
+    for tier, mine in tiers.items():
+        loads = [document["arrivals"]["speedup"] for document in mine]
+        times[f"{tier}: p99"] = (loads, [document["ttft_ms"]["p99"] for document in mine])
+        times[f"{tier}: p50"] = (loads, [document["ttft_ms"]["p50"] for document in mine])
+        preempted[tier] = (loads, [document["preemptions"] for document in mine])
+    shown = spans_of(lambda value: f"x{value:g}", "the trace's clock")
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 6.5), height_ratios=(3, 2))
+    draw_series(top, times, shown)
+    draw_series(bottom, preempted, shown)
+    for index, (loads, values) in enumerate(
+        times.values()
+    ):  # each point's value: the first tier's above, the next's below
+        for x, y in zip(loads, values, strict=True):
+            offset = (0, 6) if index // 2 % 2 == 0 else (0, -12)
+            top.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", xytext=offset, ha="center", fontsize=7)
+    plain_numbers(top, log=True)
+    drawn = [value for _, values in times.values() for value in values]
+    top.set_ylim(min(drawn) / 1.3, max(drawn) * 1.3)  # room for the labels above and below
+    top.set_ylabel("TTFT (ms, log scale)")
+    top.set_title(f"TTFT under load, with and without the CPU tier\n{simulated_setting(documents[0])}", fontsize=8)
+    rates = {}  # each load's requests per second (the trace's, sped up: the same for every tier)
+    for document in documents:
+        rates.setdefault(document["arrivals"]["speedup"], document["requests_per_s"])
+    bottom.set_xticks(list(rates), [f"x{load:g}\n{rate:,.2f} req/s" for load, rate in rates.items()])
+    plain_numbers(bottom)
+    bottom.set_ylabel("preemptions")
+    bottom.set_xlabel("load: the trace's clock sped up (requests per second)")
+    return figure
+
+
 PLOTS = {
     "gpu_cliff": gpu_cliff,
     "cpu_cliff": cpu_cliff,
@@ -614,6 +730,8 @@ PLOTS = {
     "ttft_budgets": ttft_budgets,
     "ttft_hardware_lab": ttft_hardware_lab,  # priced from the hardware, no fit
     "ttft_hardware_budgets": ttft_hardware_budgets,
+    "simulate_ttft_budgets": simulate_ttft_budgets,  # a trace under load through one engine instance
+    "simulate_ttft_load": simulate_ttft_load,
     "real_ttft_per_pass": real_ttft_per_pass,  # the same figures of a real server's measurement
     "real_predicted_vs_measured": real_predicted_vs_measured,
     "trace_reuse": trace_reuse,

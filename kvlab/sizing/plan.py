@@ -341,7 +341,22 @@ def table(result):
         lines += engine_lines(result["engine"])
     if "ttft" in result:
         lines += ttft_lines(result["ttft"])
+    if "load" in result:
+        lines += load_lines(result["load"])
     return "\n".join(lines) + "\n"
+
+
+def load_lines(load):
+    """The time under load for people: TTFT percentiles and throughput (kvlab simulate)."""
+    ttft = load["ttft_ms"]
+    arrivals = ", ".join(f"{key} {value}" for key, value in load["arrivals"].items())
+    return [
+        "",
+        f"under load ({arrivals}; kvlab simulate, {load['latency_source']}):",
+        f"  TTFT p50 {ttft['p50']} ms, p90 {ttft['p90']} ms, p99 {ttft['p99']} ms;"
+        f" {load['requests_per_s']} requests/s, {load['output_tokens_per_s']} output tokens/s,"
+        f" {load['preemptions']} preemptions",
+    ]
 
 
 def ttft_lines(ttft):

@@ -8,7 +8,7 @@ from kvlab.cache.write_policies import make_cache
 from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_config
 from kvlab.workflow.commands import replay_cache
 from kvlab.workflow.config import dotted
-from kvlab.workflow.paths import EXAMPLE_MEASUREMENT, RESERVED, mrc_grid, mrc_plotted, replay_rooms
+from kvlab.workflow.paths import EXAMPLE_MEASUREMENT, RESERVED, mrc_grid, mrc_plotted, replay_rooms, simulate_points
 from kvlab.workloads.traces import FORMATS
 
 EQUAL_SIZED = tuple(name for name, policy in EVICTION_POLICIES.items() if policy.equal_sizes)  # need drop
@@ -38,8 +38,9 @@ def job_counts(config):
             curves += len(grid["block_tokens"]) * (1 + len(grid["gpu_tokens"]))
     hardware = config["ttft"].get("hardware", {})
     priced = len(hardware["lab"]["configs"]) + 1 if "lab" in hardware else 0  # and the handout's latencies
+    simulated = len(simulate_points(config)) if "simulate" in hardware else 0
     return {
-        "hardware": priced + ("budgets" in hardware),
+        "hardware": priced + ("budgets" in hardware) + simulated,
         "runs": len(config["runs"]),
         "sweeps": sum(len(sweep["grid"]) + 1 for sweep in config["sweeps"].values()),
         "replay": sum(points[name] + 1 for name in points),
@@ -214,7 +215,8 @@ def check_model(key, spec):
 
 def check_hardware(config):
     """``ttft.hardware`` names a system its jobs can price on (read as the jobs read it: aiconfigurator-core's spec
-    files, without importing it), models that can be read, and a replay workload for its budgets."""
+    files, without importing it), models that can be read, a replay workload for its budgets, and a trace workload
+    (one with a clock) to simulate."""
     hardware = config["ttft"].get("hardware")
     if hardware is None:
         return
@@ -230,6 +232,15 @@ def check_hardware(config):
         check_model(("ttft", "hardware", "lab"), hardware["lab"])
     if "budgets" in hardware:
         check_served(config, ("ttft", "hardware", "budgets"), hardware["budgets"])
+    if "simulate" in hardware:
+        spec = hardware["simulate"]
+        check_served(config, ("ttft", "hardware", "simulate"), spec)
+        if config["replay"]["workloads"][spec["workload"]]["source"] not in FORMATS:
+            raise ConfigError(
+                f"config: ttft.hardware.simulate.workload names {spec['workload']!r}, which has no clock: name a trace"
+                " workload of replay.workloads (its timestamps, divided by each speedup, are the arrivals)",
+                ("ttft", "hardware", "simulate", "workload"),
+            )
 
 
 def check_measured_models(config):

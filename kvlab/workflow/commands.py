@@ -15,6 +15,7 @@ from kvlab.workflow.paths import (
     plot_inputs,
     replay_rooms,
     replay_trace,
+    simulate_points,
     trace_plotted,
 )
 
@@ -236,6 +237,12 @@ def hardware_budgets_flags(config):
     }
 
 
+def hardware_simulate_flags(config):
+    """``kvlab simulate``'s values for ``ttft.hardware.simulate``: its workload's own flags (a trace: its timestamps
+    are the clock). The engine's own settings (vLLM's: its block pool, LRU, write-through) are the command's."""
+    return {"workload": workload_args(config, config["ttft"]["hardware"]["simulate"]["workload"])}
+
+
 def hardware_model(config, part):
     """The model config of ``ttft.hardware.<part>`` (a Snakemake input)."""
     return str(Path(config["ttft"]["hardware"][part]["model_config"]))
@@ -259,7 +266,7 @@ SYNTHETIC_NOTE = "TTFT from the SYNTHETIC example measurement (kvlab/measure/exa
 
 
 MEASURED_PLOTS = ("gpu_cliff", "cpu_cliff", "ttft_per_pass", "predicted_vs_measured", "ttft_budgets")
-HARDWARE_PLOTS = ("ttft_hardware_lab", "ttft_hardware_budgets")
+HARDWARE_PLOTS = ("ttft_hardware_lab", "ttft_hardware_budgets", "simulate_ttft_budgets", "simulate_ttft_load")
 
 
 def hardware_note(config, plot):
@@ -271,6 +278,12 @@ def hardware_note(config, plot):
         return (
             f"Priced from the hardware ({system}): {Path(lab['model_config']).parent.name},"
             f" {lab['block_tokens']:,}-token blocks; beside the handout (example_measurement.latency_ms)"
+        )
+    if plot.startswith("simulate_"):
+        spec = hardware["simulate"]
+        return (
+            f"Simulated under load (kvlab simulate), priced from the hardware ({system}):"
+            f" {Path(spec['model_config']).parent.name}, replay workload {spec['workload']}"
         )
     spec = hardware["budgets"]
     room = f"{spec['gpu_gib']:g} GiB" if "gpu_gib" in spec else f"{spec['gpu_tokens']:,} tokens"
@@ -385,6 +398,12 @@ def ttft_hardware_budgets(config, workload):
     return f"{line} {hardware_flags(config)} --cpu-gib-grid {flags['budgets']}"
 
 
+def ttft_hardware_simulate(config, workload, cpu_blocks, speedup):
+    model = shlex.quote(hardware_model(config, "simulate"))
+    line = f"simulate {hardware_simulate_flags(config)['workload']} --model-config {model} {hardware_flags(config)}"
+    return f"{line} --cpu-blocks {cpu_blocks} --speedup {speedup}"
+
+
 def plot(config, plot):
     return f"plots {plot} " + plot_args(config, plot)
 
@@ -393,7 +412,7 @@ LINES = {
     function.__name__: function
     for function in (lab_run, sweep_point, sweep_collect, example_measurement, replay_point, policy_cliff, policy_table)
     + (mrc_gpu, mrc_cpu, plan, ttft_fit, real_ttft_fit, ttft_sweep, ttft_budgets, ttft_hardware_lab)
-    + (ttft_hardware_budgets, plot)
+    + (ttft_hardware_budgets, ttft_hardware_simulate, plot)
 }
 
 
@@ -434,6 +453,11 @@ def jobs(config):
         yield ("ttft", "hardware", "lab"), "ttft_hardware_lab", {"lab_config": name}
     if "budgets" in hardware:
         yield ("ttft", "hardware", "budgets"), "ttft_hardware_budgets", {"workload": hardware["budgets"]["workload"]}
+    if "simulate" in hardware:
+        workload = hardware["simulate"]["workload"]
+        for cpu_blocks, speedup in simulate_points(config):
+            point = {"workload": workload, "cpu_blocks": cpu_blocks, "speedup": speedup}
+            yield ("ttft", "hardware", "simulate"), "ttft_hardware_simulate", point
     for name in plot_inputs(config):
         yield ("plots",), "plot", {"plot": name}
 

@@ -151,6 +151,36 @@ def hardware_system(config):
     return system if Path(system).suffix in (".yaml", ".yml") else None
 
 
+def speedup_name(value):
+    """A speedup as its paths and flags spell it: the float's shortest repr (0.4, 1.0), so that 1 and 1.0 are one
+    point."""
+    return repr(float(value))
+
+
+def simulate_path(workload, cpu_blocks, speedup, suffix="json"):
+    """One point of ``ttft.hardware.simulate``: ``kvlab simulate``'s JSON (json), and its times' percentiles (csv);
+    ``speedup`` as :func:`speedup_name` spells it."""
+    name = f"cpu{cpu_blocks}-speedup{speedup}{'-percentiles' if suffix == 'csv' else ''}"
+    return f"results/ttft/hardware/simulate-{workload}/{name}.{suffix}"
+
+
+def simulate_budgets(config):
+    """The ``(CPU blocks, speedup)`` points of the TTFT distribution per CPU tier: each budget at the one load."""
+    budgets = config["ttft"]["hardware"]["simulate"]["budgets"]
+    return [(cpu, speedup_name(budgets["speedup"])) for cpu in budgets["cpu_blocks"]]
+
+
+def simulate_load(config):
+    """The ``(CPU blocks, speedup)`` points of TTFT against the load: each CPU tier at every load, in grid order."""
+    load = config["ttft"]["hardware"]["simulate"]["load"]
+    return [(cpu, speedup_name(speedup)) for cpu in load["cpu_blocks"] for speedup in load["speedup"]]
+
+
+def simulate_points(config):
+    """Every point of ``ttft.hardware.simulate`` once (the budgets', then the load grid's new ones)."""
+    return list(dict.fromkeys(simulate_budgets(config) + simulate_load(config)))
+
+
 def hardware_targets(config):
     hardware = config["ttft"].get("hardware", {})
     targets = []
@@ -160,6 +190,10 @@ def hardware_targets(config):
             targets += [hardware_lab_path(name), hardware_lab_path(name, "csv")]
     if "budgets" in hardware:
         targets.append(hardware_budgets_path(hardware["budgets"]["workload"]))
+    if "simulate" in hardware:
+        workload = hardware["simulate"]["workload"]
+        for point in simulate_points(config):
+            targets += [simulate_path(workload, *point), simulate_path(workload, *point, "csv")]
     return targets
 
 
@@ -197,6 +231,13 @@ def plot_inputs(config):
         inputs["ttft_hardware_lab"] = [TTFT_HANDOUT, *priced]
     if "budgets" in hardware:
         inputs["ttft_hardware_budgets"] = [hardware_budgets_path(hardware["budgets"]["workload"])]
+    if "simulate" in hardware:  # each budget's simulation and its percentiles, in pairs; the load grid's simulations
+        workload = hardware["simulate"]["workload"]
+        budgets = [
+            simulate_path(workload, *point, suffix) for point in simulate_budgets(config) for suffix in ("json", "csv")
+        ]
+        inputs["simulate_ttft_budgets"] = budgets
+        inputs["simulate_ttft_load"] = [simulate_path(workload, *point) for point in simulate_load(config)]
     if "real_measurement" in config:
         inputs["real_ttft_per_pass"] = [config["real_measurement"]["source"]]
         inputs["real_predicted_vs_measured"] = [REAL_TABLE]

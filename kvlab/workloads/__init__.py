@@ -56,7 +56,7 @@ class Timed(NamedTuple):
     """A request as the time-aware replay serves it (``kvlab/engine``): its prompt and, where the source has them,
     its arrival on the source's clock and its output length."""
 
-    keys: list  # block keys, head first (dense ids)
+    keys: list  # block keys (ints), head first
     tokens: int  # prompt length
     arrival_s: float | None  # the trace's timestamp in seconds (None: the source has no clock)
     output_tokens: int | None  # the trace's output length (None: the source has none)
@@ -392,12 +392,11 @@ class TraceWorkload(Workload):
                 yield Request(*request)
 
     def timed(self):
-        from kvlab.workloads.dense import Interner
-
-        interner = Interner()
+        """The trace's requests as :class:`Timed`, keyed by the trace's own ids (blocks cut from a trace block: by
+        dense ids, :meth:`_columns`), so that nothing grows with the trace but what the engine holds."""
         seconds = self.format.seconds
         for columns, outputs in self._columns(outputs=True):
-            keys = interner.dense(columns.keys).tolist()
+            keys = columns.keys.tolist()
             start = 0
             rows = zip(columns.labels.tolist(), columns.tokens.tolist(), columns.counts.tolist(), outputs, strict=True)
             for label, tokens, count, output in rows:
