@@ -59,6 +59,17 @@ bench: $(VENV)/.bench-installed
 bench-scale: $(VENV)/.bench-installed
 	$(BIN)/python bench/scale.py $(if $(SIZES),--sizes $(SIZES))
 
+# A real engine under load (docs/simulate.md): llama.cpp's llama-server (4 slots, a host-RAM prompt cache) under two
+# Poisson loads, its per-request reuse (from its log) and TTFT beside kvlab/engine/llama_server.py's, calibrated on
+# the first run (server/load_check.py, about a minute; --strict-time: the TTFT within 15% is part of the verdict).
+# server/build_llama_server.sh builds llama-server once (6 min 41 s on 2 cores) into ~/.cache/kvlab.
+.PHONY: bench-server
+bench-server: $(VENV)/.server-installed
+	@echo "Building llama.cpp's llama-server (the first time about 7 minutes on 2 cores; kept in ~/.cache/kvlab) ..."
+	server/build_llama_server.sh
+	@echo "A real llama-server under Poisson load beside kvlab's model of it (server/load_check.py, about a minute) ..."
+	$(BIN)/python server/load_check.py --strict-time --out work/server-load-check
+
 # kvlab simulate beside NVIDIA AISimulate on the conversation trace (bench/aisimulate_side_by_side.py): reuse per
 # tier, TTFT, CPU seconds, both tools in one run. AISimulate pins its own jax stack, so it gets a venv of its own
 # (.venv-aisimulate, about 1.5 GB, about a minute to install); kvlab's .venv is the one `make run` makes.

