@@ -122,7 +122,7 @@ def reference(requests, blocks, block, budget, max_seqs, keep, cost):
         if not running and not waiting:
             now = max(now, upcoming[-1].arrival)
             continue
-        left, scheduled, preempted = budget, [], False
+        left, scheduled, preempted, joined = budget, [], False, set()  # joined: taken from the queue (a prefill)
         index = 0
         while index < len(running) and left > 0:
             slot = running[index]
@@ -159,6 +159,7 @@ def reference(requests, blocks, block, budget, max_seqs, keep, cost):
                 waiting.pop(0)
                 running.append(slot)
                 scheduled.append((slot, tokens))
+                joined.add(slot.number)
                 left -= tokens
         if not scheduled:
             if preempted:
@@ -166,7 +167,7 @@ def reference(requests, blocks, block, budget, max_seqs, keep, cost):
             raise RuntimeError("stuck")
         prefill, decodes, context = 0.0, 0, 0
         for slot, tokens in scheduled:
-            if tokens == 1 and slot.generated and slot.computed == slot.length - 1:
+            if tokens == 1 and slot.generated and slot.computed == slot.length - 1 and slot.number not in joined:
                 decodes += 1
                 context += slot.length
             else:

@@ -83,8 +83,8 @@ def engine_run(
 def test_zero_load_tiers_equal_the_sequential_replay(workload, data):
     """Each request arriving after the last one finished (and its copies completed), whole-block prompts and one
     output token (so a request holds no block beyond its prompt's): the GPU and CPU tokens of every request equal
-    ``kvlab replay``'s reference engine's, for every write policy, LMCache switch and eviction order, whenever
-    each request fits both tiers."""
+    ``kvlab replay``'s reference engine's, for every write policy, LMCache switch, eviction order and scheduler
+    (vLLM's, SGLang's), whenever each request fits both tiers."""
     block, requests = workload
     largest = max(len(keys) for keys, _, _ in requests)
     gpu = data.draw(st.integers(largest, largest + 12), label="gpu blocks")
@@ -92,7 +92,8 @@ def test_zero_load_tiers_equal_the_sequential_replay(workload, data):
     variant = data.draw(st.sampled_from(VARIANTS), label="write policy")
     order = data.draw(st.sampled_from(["tail-first", "head-first"]), label="eviction order")
     generated = data.draw(st.sampled_from(["keep", "drop"]), label="generated blocks")
-    rows, stats = engine_run(requests, block, gpu, cpu, variant, order, generated_blocks=generated)
+    scheduler = data.draw(st.sampled_from(["vllm", "sglang"]), label="scheduler")
+    rows, stats = engine_run(requests, block, gpu, cpu, variant, order, generated_blocks=generated, scheduler=scheduler)
     policy, touch, re_store = variant
     switches = {"touch_cpu_on_gpu_hit": touch, "re_store_on_gpu_hit": re_store} if policy == "write-through" else {}
     cache = make_cache(policy, gpu * block, cpu * block, block, eviction_order=order, **switches)
@@ -153,6 +154,27 @@ def test_scheduler_equals_a_brute_force_model(workload, data):
         assert e2e == pytest.approx((finished - arrival) * 1000, rel=1e-9, abs=1e-6)
         assert queue == pytest.approx((scheduled - arrival) * 1000, rel=1e-9, abs=1e-6)
     assert stats.preemptions == sum(row[3] for row in expected.values())
+
+
+@settings(max_examples=100, deadline=None)
+@given(chains(whole_blocks=False), st.data())
+def test_sglang_steps_never_mix_and_serve_every_request(workload, data):
+    """SGLang's scheduler under load: no step has both prefill chunks and decodes (vLLM's may), every request is
+    served with its whole output, each request's GPU hit is at most its prompt, and the times are ordered
+    (queueing <= TTFT <= end-to-end)."""
+    block, requests = workload
+    needs = [math.ceil((tokens + output - 1) / block) for _, tokens, output in requests]
+    gpu = data.draw(st.integers(max(needs), max(needs) + 2 * len(requests)), label="gpu blocks")
+    gaps = data.draw(st.lists(st.floats(0, 0.02), min_size=len(requests), max_size=len(requests)), label="gaps")
+    arrivals = [sum(gaps[: number + 1]) for number in range(len(requests))]
+    budget = data.draw(st.sampled_from([block, 3 * block + 1, 64]), label="budget")
+    rows, stats = engine_run(requests, block, gpu, arrivals=arrivals, max_num_batched_tokens=budget, scheduler="sglang")
+    assert stats.mixed_steps == 0
+    assert sorted(rows) == list(range(len(requests)))
+    for number, (_, tokens, output) in enumerate(requests):
+        _, queue, ttft, _, e2e, served_tokens, served_output, gpu_hit, _, _ = rows[number]
+        assert (served_tokens, served_output) == (tokens, output)
+        assert 0 <= gpu_hit <= tokens and queue <= ttft <= e2e
 
 
 TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"

@@ -269,7 +269,10 @@ def _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_b
     return {
         "workload": made.describe(),
         "cache": cache,
-        "engine": {"scheduler": "vllm-v1", **{k: v for k, v in engine.describe().items() if "blocks" not in k}},
+        "engine": {
+            "scheduler": "vllm-v1" if engine.scheduler == "vllm" else engine.scheduler,
+            **{k: v for k, v in engine.describe().items() if "blocks" not in k and k != "scheduler"},
+        },
         "arrivals": arrivals.describe(),
         "latency_source": cost.model.source,
         "latency": cost.describe(),

@@ -16,10 +16,12 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.types import block_tokens, number_in, tokens
 from kvlab.engine.arrivals import Arrivals
-from kvlab.engine.settings import GENERATED_BLOCKS, EngineSettings
+from kvlab.engine.settings import GENERATED_BLOCKS, SCHEDULERS, EngineSettings
 from kvlab.workloads import any_int, whole_number
 
 ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
+    "scheduler": "vllm: vLLM v1's (mixed steps, the newest running request preempted; default); sglang: SGLang's"
+    " (prefill steps first, decode reserved at admission, the fewest-output request retracted)",
     "gpu_blocks": "the GPU pool in blocks (default: the engine's memory rule for the model and system,"
     " kvlab/engine/memory.py; or --gpu-tokens)",
     "cpu_blocks": "the CPU tier in blocks (or --cpu-tokens; default none)",
@@ -31,6 +33,7 @@ ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
     "output_tokens": "every request's output length (default: the trace's output_length)",
     "gpu_memory_utilization": "the share of GPU memory the engine takes (vLLM's flag; default %(default)s)",
 }
+CHOICES = {"generated_blocks": GENERATED_BLOCKS, "scheduler": SCHEDULERS}
 TYPES = {
     "gpu_blocks": argument(whole_number(0)),
     "cpu_blocks": argument(whole_number(0)),
@@ -64,8 +67,8 @@ def build_parser(prog):
             flag,
             default=setting.default,
             type=TYPES.get(setting.name),
-            choices=GENERATED_BLOCKS if setting.name == "generated_blocks" else None,
-            metavar=None if setting.name == "generated_blocks" else setting.name.upper(),
+            choices=CHOICES.get(setting.name),
+            metavar=None if setting.name in CHOICES else setting.name.upper(),
             help=ENGINE_HELP[setting.name],
         )
     arrivals = parser.add_argument_group("arrivals (one of; default: the trace's clock)")

@@ -5,14 +5,16 @@ from dataclasses import dataclass, fields
 
 from kvlab.util.errors import SettingError
 
-__all__ = ["GENERATED_BLOCKS", "EngineSettings", "engine_setting_names"]
+__all__ = ["GENERATED_BLOCKS", "SCHEDULERS", "EngineSettings", "engine_setting_names"]
 
 GENERATED_BLOCKS = ("keep", "drop")
+SCHEDULERS = ("vllm", "sglang")
 
 
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
-    """``max_num_batched_tokens`` and ``max_num_seqs``: a step's token budget and its most requests (8,192 and 256,
+    """``scheduler``: vLLM v1's (kvlab/engine/simulator.py ``Engine._step``) or SGLang's (``Engine._step_sglang``);
+    ``max_num_batched_tokens`` and ``max_num_seqs``: a step's token budget and its most requests (8,192 and 256,
     aisimulate's and vLLM's for online serving on large GPUs: ``vllm/engine/arg_utils.py``
     ``_set_default_args``); ``chunked_prefill``: a prompt longer than the budget left is cut (vLLM v1 always);
     ``generated_blocks``: ``keep`` caches a request's full generated blocks when it lets go of them (vLLM hashes
@@ -20,6 +22,7 @@ class EngineSettings:
     ``output_tokens``: every request's output length (default: the trace's); ``gpu_blocks``/``cpu_blocks``: the
     tiers in blocks (default: the engine's memory rule; the ``--cpu-tokens`` room)."""
 
+    scheduler: str = "vllm"
     gpu_blocks: int | None = None
     cpu_blocks: int | None = None
     max_num_batched_tokens: int = 8192
@@ -37,6 +40,8 @@ class EngineSettings:
                 raise SettingError(
                     f"argument --{name.replace('_', '-')}: expected a whole number >= {low}, got {value!r}"
                 )
+        if self.scheduler not in SCHEDULERS:
+            raise SettingError(f"argument --scheduler: must be one of vllm, sglang, got {self.scheduler!r}")
         if self.generated_blocks not in GENERATED_BLOCKS:
             raise SettingError(f"argument --generated-blocks: must be one of keep, drop, got {self.generated_blocks!r}")
         utilization = self.gpu_memory_utilization

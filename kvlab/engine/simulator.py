@@ -30,6 +30,8 @@ from kvlab.util.errors import KvlabError
 __all__ = ["Engine", "EngineStats", "Request"]
 
 QUEUED_REQUEST_BYTES, QUEUED_BLOCK_BYTES = 300, 36  # a waiting request: its object, and per block its key (an int)
+NEW_TOKEN_RATIO = (0.7, 0.1)  # SGLang's init_new_token_ratio and min_new_token_ratio (global_config.py)
+NEW_TOKEN_RATIO_DECAY = 0.001  # SGLang's new_token_ratio_decay, a decode step
 GENERATED = "generated"  # a generated block's key: (GENERATED, request, block), never a workload's (an int)
 
 
@@ -53,6 +55,7 @@ class Request:
         "first_token",
         "preemptions",
         "length",
+        "joined",
         "loading",
         "storing",
         "done",
@@ -68,6 +71,7 @@ class Request:
         self.computed = 0  # tokens whose KV is on the GPU
         self.generated = 0  # output tokens sampled
         self.length = tokens  # its tokens so far: the prompt and what it generated (vLLM's ``num_tokens``)
+        self.joined = False  # taken from the queue this step: its tokens are a prefill's, however few
         self.held = []  # keyed blocks held, head first
         self.anonymous = 0  # blocks held beyond them (a partial block, generated tokens)
         self.gpu_hit = self.cpu_hit = None  # tokens, at its first lookup
@@ -88,6 +92,7 @@ class EngineStats:
         self.ttft_ms, self.tpot_ms, self.e2e_ms, self.queue_ms = (array("d") for _ in range(4))
         self.requests = self.input_tokens = self.gpu_hit_tokens = self.cpu_hit_tokens = 0
         self.output_tokens = self.preemptions = self.steps = self.refused = 0
+        self.mixed_steps = 0  # steps with prefill chunks and decodes both (vLLM v1's; never SGLang's)
         self.lookups = {"queries": 0, "gpu_hits": 0, "cpu_hits": 0}  # every lookup (vLLM's prefix cache metrics)
         self.busy = {"h2d": 0.0, "d2h": 0.0}  # seconds each link copied
         self.copied = {"h2d": 0, "d2h": 0}  # blocks
@@ -115,6 +120,7 @@ class Engine:
         self.order = 0
         self.loads = 0  # waiting requests whose load is in flight
         self.meter = None  # a kvlab.util.memory.Meter the queue is checked against as it grows
+        self.new_token_ratio = NEW_TOKEN_RATIO[0]  # SGLang's share of a running request's output reserved
         self.links = {"h2d": 0.0, "d2h": 0.0}  # when each link is next free
         self.evicting = self.offload is not None and self.offload.takes_victims
         self.evicted_until = 0.0  # when the copies of what the GPU evicted complete (write-back)
@@ -223,6 +229,9 @@ class Engine:
     # --- one step (or a run of decode steps at one price) -----------------------------------------------------
 
     def _step(self):
+        if self.settings.scheduler == "sglang":
+            self._step_sglang()
+            return
         settings = self.settings
         budget = settings.max_num_batched_tokens
         scheduled = []  # (request, tokens this step)
@@ -260,7 +269,9 @@ class Engine:
             return
         self._execute(scheduled, preempted)
 
-    def _schedule_waiting(self, scheduled, budget):
+    def _schedule_waiting(self, scheduled, budget, reserve=None):
+        """Waiting requests join in order while the budget and ``max_num_seqs`` allow; with ``reserve`` (SGLang's
+        admission) only while the pool less ``reserve`` blocks also holds the request and its reserved decode."""
         settings, waiting, running, block = self.settings, self.waiting, self.running, self.block
         skipped = []
         while waiting and budget > 0 and len(running) < settings.max_num_seqs:
@@ -284,6 +295,8 @@ class Engine:
             if not settings.chunked_prefill and tokens > budget:
                 break
             tokens = min(tokens, budget)
+            if reserve is not None and not self._fits_reserved(request, tokens, reserve):
+                break
             if not self._allocate(request, computed + tokens):
                 break
             if found is not None:
@@ -292,12 +305,80 @@ class Engine:
                 self._write_back()
             waiting.popleft()
             running.append(request)
+            request.joined = True
             if request.scheduled is None:
                 request.scheduled = self.now
             scheduled.append((request, tokens))
             budget -= tokens
         waiting.extendleft(reversed(skipped))
         return budget
+
+    # --- SGLang's scheduler ------------------------------------------------------------------------------------
+
+    def _step_sglang(self):
+        """SGLang's scheduler (``python/sglang/srt/managers/scheduler.py`` ``get_next_batch_to_run``,
+        ``schedule_policy.py`` ``PrefillAdder``): a step is a prefill batch whenever one can run (the chunked
+        request's next chunk first, then waiting requests in order while the budget, ``max_num_seqs`` and the pool
+        less every running request's reserved decode tokens allow: ``new_token_ratio`` x its output still to come),
+        else one decode step of every running request; prefills and decodes never share a step (SGLang's default,
+        no ``--enable-mixed-chunk``). When a decode step's blocks do not fit, the running request with the fewest
+        output tokens (the longest prompt among them) is retracted to the back of the queue (``retract_decode``) and
+        the ratio goes back to its start; it decays by ``NEW_TOKEN_RATIO_DECAY`` a decode step to its floor."""
+        budget = self.settings.max_num_batched_tokens
+        running, block = self.running, self.block
+        scheduled = []
+        for request in running:
+            if budget > 0 and not _decoding(request):  # a chunked prefill goes on first
+                tokens = min(request.length - request.computed, budget)
+                if self._allocate(request, request.computed + tokens):
+                    if self.evicting:
+                        self._write_back()
+                    scheduled.append((request, tokens))
+                    budget -= tokens
+        reserve = -(-int(self.new_token_ratio * sum(r.output - r.generated for r in running)) // block)
+        self._schedule_waiting(scheduled, budget, reserve)
+        if scheduled:
+            self._execute(scheduled, False)
+            return
+        decoding = [request for request in running if _decoding(request)]
+        if not decoding:
+            upcoming = self._upcoming()
+            if upcoming is None:
+                raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
+            self.now = max(self.now, upcoming)
+            return
+        retracted = False
+        while decoding and self._decode_blocks(decoding) > self.pool.available:
+            victim = min(decoding, key=lambda request: (request.generated, -request.tokens, -request.number))
+            decoding.remove(victim)
+            running.remove(victim)
+            self._preempt(victim, front=False)
+            retracted = True
+        if retracted:
+            self.new_token_ratio = NEW_TOKEN_RATIO[0]
+        for request in decoding:
+            self._allocate(request, request.computed + 1)
+        if self.evicting:
+            self._write_back()
+        if decoding:
+            steps = self._execute([(request, 1) for request in decoding], retracted)
+            self.new_token_ratio = max(NEW_TOKEN_RATIO[1], self.new_token_ratio - NEW_TOKEN_RATIO_DECAY * steps)
+
+    def _decode_blocks(self, decoding):
+        """The blocks one decode step of ``decoding`` takes beyond what they hold."""
+        block = self.block
+        return sum(
+            1 for request in decoding if -(-(request.computed + 1) // block) > len(request.held) + request.anonymous
+        )
+
+    def _fits_reserved(self, request, tokens, reserve):
+        """SGLang's admission: its chunk's blocks and its reserved decode fit in the pool less ``reserve``."""
+        ahead = (
+            int(self.new_token_ratio * (request.output - request.generated))
+            if tokens >= request.length - request.computed
+            else 0
+        )
+        return -(-(tokens + ahead) // self.block) <= self.pool.available - reserve
 
     def _lookup_keys(self, request):
         """The keys a lookup walks: the prompt's full blocks, then its generated ones where they are kept."""
@@ -406,14 +487,18 @@ class Engine:
         request.storing += 1
         self._push(done, "stored", (request, blocks, (gpu_end, cpu_end), keys[::-1] if self.tail_first else keys))
 
-    def _preempt(self, request):
-        """Free its blocks (tail first) and send it to the front of the queue; its tokens are computed again."""
+    def _preempt(self, request, front=True):
+        """Free its blocks (tail first) and send it to the front of the queue (SGLang's retraction: the back); its
+        tokens are computed again."""
         self._release(request)
         request.computed = 0
         request.lookup = None
         request.preemptions += 1
         self.stats.preemptions += 1
-        self.waiting.appendleft(request)
+        if front:
+            self.waiting.appendleft(request)
+        else:
+            self.waiting.append(request)
 
     def _release(self, request):
         pool = self.pool
@@ -433,12 +518,15 @@ class Engine:
         prefill_ms = 0.0
         decodes = context = 0
         for request, tokens in scheduled:
-            if tokens == 1 and request.generated and request.computed == request.length - 1:
+            if tokens == 1 and request.generated and request.computed == request.length - 1 and not request.joined:
                 decodes += 1
                 context += request.length
             else:
+                request.joined = False
                 prefill_ms += cost.prefill_ms(request.computed + tokens, request.computed)
         step_ms = prefill_ms + (cost.decode_ms(decodes, context) if decodes else 0.0)
+        if decodes and decodes < len(scheduled):
+            self.stats.mixed_steps += 1
         start = max(self.now, self.evicted_until) if self.evicting else self.now
         steps = self._run_length(step_ms, start) if decodes == len(scheduled) and not preempted else 1
         end = start + steps * step_ms / 1000
@@ -466,6 +554,7 @@ class Engine:
         self.now = end
         for request in finished:
             self._finish(request, end)
+        return steps
 
     def _run_length(self, step_ms, start):
         """How many decode steps of this batch run alike: until a request finishes, the mean context's grain
@@ -539,3 +628,8 @@ class Engine:
     def _finished_client(self, request):
         if self.closed:
             self._issue(self.now, request.client)
+
+
+def _decoding(request):
+    """Whether its next step is a decode (every token computed but the last sampled one)."""
+    return request.generated > 0 and request.computed == request.length - 1
