@@ -295,7 +295,7 @@ class Engine:
             if not settings.chunked_prefill and tokens > budget:
                 break
             tokens = min(tokens, budget)
-            if reserve is not None and not self._fits_reserved(request, tokens, reserve):
+            if reserve is not None and not self._fits_reserved(request, computed, tokens, reserve):
                 break
             if not self._allocate(request, computed + tokens):
                 break
@@ -371,14 +371,13 @@ class Engine:
             1 for request in decoding if -(-(request.computed + 1) // block) > len(request.held) + request.anonymous
         )
 
-    def _fits_reserved(self, request, tokens, reserve):
-        """SGLang's admission: its chunk's blocks and its reserved decode fit in the pool less ``reserve``."""
-        ahead = (
-            int(self.new_token_ratio * (request.output - request.generated))
-            if tokens >= request.length - request.computed
-            else 0
-        )
-        return -(-(tokens + ahead) // self.block) <= self.pool.available - reserve
+    def _fits_reserved(self, request, computed, tokens, reserve):
+        """SGLang's admission: the blocks its chunk (from ``computed``) and its reserved decode take beyond what it
+        holds (a loaded prefix) fit in the pool less ``reserve``."""
+        whole = tokens >= request.length - computed
+        ahead = int(self.new_token_ratio * (request.output - request.generated)) if whole else 0
+        more = -(-(computed + tokens + ahead) // self.block) - len(request.held) - request.anonymous
+        return more <= self.pool.available - reserve
 
     def _lookup_keys(self, request):
         """The keys a lookup walks: the prompt's full blocks, then its generated ones where they are kept."""
