@@ -6,16 +6,38 @@ the context phase of ``batch`` requests of ``isl`` tokens whose first ``prefix``
 ``predict_decode_latency(batch, isl, osl)`` a generation. It is imported only here, only by what prices
 time (its first query loads the database: about a second). Its notices on stderr ("Loading low-fidelity
 fallback rows ...") are kept off the command's output.
+
+A compiled handle's spec (``EngineHandle.spec_bytes``, a few KB) is kept in the user's cache folder
+(``$KVLAB_CACHE``, else ``$XDG_CACHE_HOME/kvlab``, else ``~/.cache/kvlab``), keyed by the package's version, the
+system, the engine version, the TP degree and the model's config.json: ``EngineHandle(spec)`` gives the same
+answers without walking the model again (0.9 s of a process's start-up; tests/test_hardware.py holds every
+answer to a freshly compiled handle's). A folder that cannot be written only means compiling every time.
 """
 
 import contextlib
 import functools
+import hashlib
 import io
+import os
+from pathlib import Path
 
 from kvlab.latency.systems import BACKENDS, PACKAGE, database_version, libyaml, package_version
 from kvlab.util.errors import SettingError
 
 __all__ = ["Database"]
+
+
+def _spec_path(model_dir, system, backend, version, tp):
+    """Where the compiled spec of this setting is kept, or None (no config.json to key it by)."""
+    try:
+        config = (Path(model_dir) / "config.json").read_bytes()
+    except OSError:
+        return None
+    key = hashlib.sha256(f"{package_version()}|{system}|{backend}|{version}|{tp}|".encode() + config).hexdigest()
+    cache = os.environ.get("KVLAB_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvlab"
+    )
+    return Path(cache) / "aiconfigurator" / f"{key[:32]}.spec"
 
 
 @functools.cache
@@ -24,14 +46,34 @@ def _handle(model_dir, system, backend, version, tp):
     with contextlib.redirect_stderr(quiet), contextlib.redirect_stdout(quiet), libyaml():
         from aiconfigurator_core.sdk.engine import EngineHandle
 
+        path = _spec_path(model_dir, system, backend, version, tp)
+        if path is not None and path.is_file():
+            try:
+                return EngineHandle(path.read_bytes())
+            except Exception:  # a spec of another build of the package: compile it again
+                pass
         try:
             # the experts sharded over the same ranks: vLLM's default (no --enable-expert-parallel); without it
             # the package takes one rank for the experts and refuses every mixture of experts at tp > 1
             parallel = {"tp_size": tp, "moe_tp_size": tp, "moe_ep_size": 1}
-            return EngineHandle.compile(model_dir, system, backend, backend_version=version, **parallel)
+            handle = EngineHandle.compile(model_dir, system, backend, backend_version=version, **parallel)
         except Exception as error:  # its refusals are ValueError, KeyError, NotImplementedError, ...
             reason = str(error).split("\n")[0].split(". Supported")[0][:300]
             raise SettingError(f"{PACKAGE} cannot price {model_dir} on {system}/{backend} tp {tp}: {reason}") from None
+        if path is not None:
+            _keep(path, handle.spec_bytes)
+        return handle
+
+
+def _keep(path, spec):
+    """Write ``spec`` to ``path`` whole (a temporary file renamed), or not at all."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_bytes(spec)
+        os.replace(temporary, path)
+    except OSError:
+        pass
 
 
 class Database:
