@@ -161,8 +161,8 @@ def compare(run, server, costs):
     done = [(record, mine) for record, mine in zip(run["records"], served, strict=True) if "error" not in record]
     row = {"run": run["name"], "n": len(done), "rate": run["summary"]["rate"]}
     for q in (50, 90):
-        measured = model.percentile([r["ttft_ms"] for r, _ in done], q)
-        predicted = model.percentile([m.ttft_ms for _, m in done], q)
+        measured = load.percentile([r["ttft_ms"] for r, _ in done], q)
+        predicted = load.percentile([m.ttft_ms for _, m in done], q)
         row[f"p{q}"] = {"measured": measured, "predicted": predicted, "error": predicted / measured - 1}
     row["cache_n_agree"] = sum(r["cached_tokens"] == m.cached_tokens for r, m in done) / len(done)
     row["source_agree"] = sum(r["source"] == m.source for r, m in done) / len(done)
@@ -194,8 +194,8 @@ def compare(run, server, costs):
     row["ram_cache"] = {"measured": run["summary"].get("ram_cache"), "predicted": cache}
     row["by_source_ttft_p50"] = {
         key: {
-            "measured": model.percentile([r["ttft_ms"] for r, m in done if r["source"] == key], 50),
-            "predicted": model.percentile([m.ttft_ms for r, m in done if m.source == key], 50),
+            "measured": load.percentile([r["ttft_ms"] for r, m in done if r["source"] == key], 50),
+            "predicted": load.percentile([m.ttft_ms for r, m in done if m.source == key], 50),
         }
         for key in ("slot", "ram", "none")
     }

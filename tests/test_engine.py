@@ -8,6 +8,7 @@ import pytest
 from engine_reference import ToyCost, reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_write_policies import VARIANTS  # (write policy, touch_cpu_on_gpu_hit, re_store_on_gpu_hit)
 
 from kvlab.cache.write_policies import make_cache
 from kvlab.engine.pool import BlockPool
@@ -15,15 +16,6 @@ from kvlab.engine.settings import EngineSettings
 from kvlab.engine.simulator import Engine
 from kvlab.loop import replay, rows_of
 from kvlab.workloads import Timed
-
-VARIANTS = (
-    ("write-through", False, False),
-    ("write-through", True, False),
-    ("write-through", False, True),
-    ("write-through", True, True),
-    ("write-back", False, False),
-    ("selective", False, False),
-)
 
 
 @st.composite

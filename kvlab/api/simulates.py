@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass, field
 
 from kvlab.api.common import _frame, _hardware_values, _meter, _Result, workload_of
+from kvlab.loop import ratio as _ratio
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
 
@@ -116,10 +117,6 @@ def percentiles_table(stats):
         for index, percentile in enumerate(PERCENTILES)
     ]
     return csv_text(rows, ("percentile", *TIMES))
-
-
-def _ratio(part, whole):
-    return round(part / whole, 6) if whole else None
 
 
 def simulate(

@@ -21,15 +21,7 @@ def build_parser(prog):
 
 def add_replay_arguments(parser):
     """A replay's setting: the cache, or a server's own design, the workload and the memory stop."""
-    cache = parser.add_argument_group("cache")
-    cache.add_argument("--gpu-tokens", required=True, type=tokens, help="GPU room in tokens")
-    cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")
-    cache.add_argument(
-        "--block-tokens",
-        type=block_tokens,
-        help="tokens per block (default 256, LMCache's chunk; mooncake: 512, the trace's, or a multiple of it)",
-    )
-    add_cache_policy_arguments(cache)
+    add_cache_arguments(parser.add_argument_group("cache"))
     server = parser.add_argument_group("a server's own design (instead of the write and eviction policies)")
     server.add_argument(
         "--server",
@@ -46,6 +38,19 @@ def add_replay_arguments(parser):
     server.add_argument("--bos", action="store_true", help="every prompt starts with the same BOS token")
     add_workload_arguments(parser)
     add_memory_argument(parser)
+
+
+def add_cache_arguments(cache, gpu_help="GPU room in tokens", required=True):
+    """The cache's flags in ``cache`` (an argument group): its rooms, its block and its policies."""
+    cache.add_argument("--gpu-tokens", required=required, type=tokens, help=gpu_help)
+    cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")
+    cache.add_argument(
+        "--block-tokens",
+        type=block_tokens,
+        help="tokens per block (default: the workload's: 256, LMCache's chunk; mooncake: 512, the trace's, a"
+        " multiple of it or a divisor, as 64)",
+    )
+    add_cache_policy_arguments(cache)
 
 
 DELAY = "KVLAB_PROGRESS_DELAY"  # seconds before a bar shows (default 1: a quick command shows none)

@@ -8,13 +8,13 @@ import dataclasses
 from kvlab.api import simulates
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
 from kvlab.cli.flags import (
-    add_cache_policy_arguments,
     add_hardware_arguments,
     add_memory_argument,
     add_workload_arguments,
     workload_options,
 )
-from kvlab.cli.types import block_tokens, number_in, tokens
+from kvlab.cli.replay import add_cache_arguments
+from kvlab.cli.types import number_in
 from kvlab.engine.arrivals import Arrivals
 from kvlab.engine.settings import GENERATED_BLOCKS, SCHEDULERS, EngineSettings
 from kvlab.workloads import any_int, whole_number
@@ -47,14 +47,7 @@ TYPES = {
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     cache = parser.add_argument_group("cache (kvlab replay's flags; the pool is vLLM's: LRU, full blocks)")
-    cache.add_argument("--gpu-tokens", type=tokens, help="GPU pool in tokens (or --gpu-blocks)")
-    cache.add_argument("--cpu-tokens", default=0, type=tokens, help="CPU room in tokens; 0 = no CPU tier (default)")
-    cache.add_argument(
-        "--block-tokens",
-        type=block_tokens,
-        help="tokens per block (default: the workload's; mooncake: 512, a multiple of it or a divisor, as 64)",
-    )
-    add_cache_policy_arguments(cache)
+    add_cache_arguments(cache, "GPU pool in tokens (or --gpu-blocks)", required=False)
     engine = parser.add_argument_group("engine (kvlab/engine/settings.py)")
     for setting in dataclasses.fields(EngineSettings):
         flag = "--" + setting.name.replace("_", "-")

@@ -55,7 +55,6 @@ __all__ = [
     "Server",
     "common_prefix",
     "fit",
-    "percentile",
     "simulate",
 ]
 
@@ -444,17 +443,6 @@ def simulate(requests, server=Server(), costs=Costs(), warm_up=None):
         for record in served:
             record.index -= 1
     return served, (cache.summary() if cache is not None else None)
-
-
-def percentile(values, q):
-    """The ``q``-th percentile with linear interpolation (load.py's), ``None`` for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _nonnegative_least_squares(a, b):
