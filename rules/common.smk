@@ -16,7 +16,7 @@ if workflow.is_main_process and not os.environ.get("KVLAB_CONFIG_CHECKED"):
     validate(config)
     checks.check_config(config)
 
-# A job that runs a process of its own (a trace's) runs `python -m kvlab` with the interpreter that runs Snakemake
+# A job that runs a process of its own (a large trace's) runs `python -m kvlab` with the interpreter that runs Snakemake
 # (the project's .venv).
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 

@@ -227,6 +227,7 @@ def draw(name, inputs, out):
 
 
 CHANGES = [(name, index) for name, inputs in PLOT_INPUTS.items() for index in range(len(inputs))]
+COPIES_DRAWN = set()  # the plots whose copied inputs were seen to draw the committed figure
 
 
 @pytest.mark.parametrize(
@@ -237,10 +238,11 @@ def test_a_plot_changes_with_each_of_its_inputs(tmp_path, name, index):
     for source, copy in zip(PLOT_INPUTS[name], inputs, strict=True):
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes((ROOT / source).read_bytes())
-    same = draw(name, inputs, tmp_path / "same.png")
-    assert same == committed_png(name)  # copies of the inputs, elsewhere, draw the committed figure
+    if name not in COPIES_DRAWN:  # copies of the inputs, elsewhere, draw the committed figure (once a plot)
+        assert draw(name, inputs, tmp_path / "same.png") == committed_png(name)
+        COPIES_DRAWN.add(name)
     change_data(inputs[index], DRAWN_COLUMN[name], DRAWN_KEYS.get(name))
-    assert draw(name, inputs, tmp_path / "changed.png") != same
+    assert draw(name, inputs, tmp_path / "changed.png") != committed_png(name)
 
 
 # --- Bad input: one line, no output -------------------------------------------------------------------------

@@ -32,6 +32,9 @@ __all__ = ["Engine", "EngineStats", "Request"]
 QUEUED_REQUEST_BYTES, QUEUED_BLOCK_BYTES = 300, 36  # a waiting request: its object, and per block its key (an int)
 NEW_TOKEN_RATIO = (0.7, 0.1)  # SGLang's init_new_token_ratio and min_new_token_ratio (global_config.py)
 NEW_TOKEN_RATIO_DECAY = 0.001  # SGLang's new_token_ratio_decay, a decode step
+CLIP_MAX_NEW_TOKENS = 4096  # SGLang's cap on the output a request reserves (schedule_policy.py, its env default)
+RETRACT_DECODE_STEPS = 20  # SGLang's SGLANG_RETRACT_DECODE_STEPS: the decode steps a retraction leaves room for
+MAX_PREEMPTIONS = 1000  # a request preempted this often: the engine thrashes (a real one would stall too)
 GENERATED = "generated"  # a generated block's key: (GENERATED, request, block), never a workload's (an int)
 
 
@@ -295,7 +298,7 @@ class Engine:
             if not settings.chunked_prefill and tokens > budget:
                 break
             tokens = min(tokens, budget)
-            if reserve is not None and not self._fits_reserved(request, computed, tokens, reserve):
+            if reserve is not None and not self._fits_reserved(request, reserve):
                 break
             if not self._allocate(request, computed + tokens):
                 break
@@ -323,7 +326,9 @@ class Engine:
         else one decode step of every running request; prefills and decodes never share a step (SGLang's default,
         no ``--enable-mixed-chunk``). When a decode step's blocks do not fit, the running request with the fewest
         output tokens (the longest prompt among them) is retracted to the back of the queue (``retract_decode``) and
-        the ratio goes back to its start; it decays by ``NEW_TOKEN_RATIO_DECAY`` a decode step to its floor."""
+        the ratio becomes what the rest have decoded, plus ``RETRACT_DECODE_STEPS`` each, over their outputs
+        (``estimate_new_token_ratio_after_retract``); it decays by ``NEW_TOKEN_RATIO_DECAY`` a decode step to its
+        floor."""
         budget = self.settings.max_num_batched_tokens
         running, block = self.running, self.block
         scheduled = []
@@ -335,7 +340,8 @@ class Engine:
                         self._write_back()
                     scheduled.append((request, tokens))
                     budget -= tokens
-        reserve = -(-int(self.new_token_ratio * sum(r.output - r.generated for r in running)) // block)
+        ahead = sum(min(r.output - r.generated, CLIP_MAX_NEW_TOKENS) for r in running)
+        reserve = -(-int(self.new_token_ratio * ahead) // block)
         self._schedule_waiting(scheduled, budget, reserve)
         if scheduled:
             self._execute(scheduled, False)
@@ -354,8 +360,10 @@ class Engine:
             running.remove(victim)
             self._preempt(victim, front=False)
             retracted = True
-        if retracted:
-            self.new_token_ratio = NEW_TOKEN_RATIO[0]
+        if retracted:  # SGLang's estimate_new_token_ratio_after_retract over the requests that go on decoding
+            decoded = sum(request.generated for request in decoding) + RETRACT_DECODE_STEPS * len(decoding)
+            outputs = sum(request.output for request in decoding)
+            self.new_token_ratio = min(1.0, decoded / (outputs + 1)) if decoding else NEW_TOKEN_RATIO[0]
         for request in decoding:
             self._allocate(request, request.computed + 1)
         if self.evicting:
@@ -371,12 +379,14 @@ class Engine:
             1 for request in decoding if -(-(request.computed + 1) // block) > len(request.held) + request.anonymous
         )
 
-    def _fits_reserved(self, request, computed, tokens, reserve):
-        """SGLang's admission: the blocks its chunk (from ``computed``) and its reserved decode take beyond what it
-        holds (a loaded prefix) fit in the pool less ``reserve``."""
-        whole = tokens >= request.length - computed
-        ahead = int(self.new_token_ratio * (request.output - request.generated)) if whole else 0
-        more = -(-(computed + tokens + ahead) // self.block) - len(request.held) - request.anonymous
+    def _fits_reserved(self, request, reserve):
+        """SGLang's admission (``PrefillAdder.add_one_req``, ``_select_prefill_admission``): the blocks the whole
+        request takes beyond what it holds (a loaded prefix; a cached one counts on both sides), its whole prompt and
+        its output but the last token, which is never stored (capped at ``CLIP_MAX_NEW_TOKENS``), fit in the pool
+        less ``reserve``, even when only a chunk of it runs now. SGLang's page of overhead a request is left out, so
+        that a request as long as the pool is served; a chunk that goes on (``add_chunked_req``) only has to fit."""
+        ahead = min(request.output - request.generated - 1, CLIP_MAX_NEW_TOKENS)
+        more = -(-(request.length + ahead) // self.block) - len(request.held) - request.anonymous
         return more <= self.pool.available - reserve
 
     def _lookup_keys(self, request):
@@ -494,6 +504,11 @@ class Engine:
         request.lookup = None
         request.preemptions += 1
         self.stats.preemptions += 1
+        if request.preemptions > MAX_PREEMPTIONS:
+            raise KvlabError(
+                f"the engine thrashes: request {request.number} was preempted {request.preemptions} times "
+                "(the pool is too small for this load: give more --gpu-blocks or a smaller --max-num-seqs)"
+            )
         if front:
             self.waiting.appendleft(request)
         else:

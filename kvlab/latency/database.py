@@ -8,20 +8,19 @@ time (its first query loads the database: about a second). Its notices on stderr
 fallback rows ...") are kept off the command's output.
 
 A compiled handle's spec (``EngineHandle.spec_bytes``, a few KB) is kept in the user's cache folder
-(``$KVLAB_CACHE``, else ``$XDG_CACHE_HOME/kvlab``, else ``~/.cache/kvlab``), keyed by the package's version, the
+(:mod:`kvlab.util.user_cache`), keyed by the package's version, the
 system, the engine version, the TP degree and the model's config.json: ``EngineHandle(spec)`` gives the same
 answers without walking the model again (0.9 s of a process's start-up; tests/test_hardware.py holds every
-answer to a freshly compiled handle's). A folder that cannot be written only means compiling every time.
+answer to a freshly compiled handle's).
 """
 
 import contextlib
 import functools
-import hashlib
 import io
-import os
 from pathlib import Path
 
 from kvlab.latency.systems import BACKENDS, PACKAGE, database_version, libyaml, package_version
+from kvlab.util import user_cache
 from kvlab.util.errors import SettingError
 
 __all__ = ["Database"]
@@ -33,11 +32,7 @@ def _spec_path(model_dir, system, backend, version, tp):
         config = (Path(model_dir) / "config.json").read_bytes()
     except OSError:
         return None
-    key = hashlib.sha256(f"{package_version()}|{system}|{backend}|{version}|{tp}|".encode() + config).hexdigest()
-    cache = os.environ.get("KVLAB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvlab"
-    )
-    return Path(cache) / "aiconfigurator" / f"{key[:32]}.spec"
+    return user_cache.entry("aiconfigurator", ".spec", package_version(), system, backend, version, tp, config)
 
 
 @functools.cache
@@ -47,9 +42,10 @@ def _handle(model_dir, system, backend, version, tp):
         from aiconfigurator_core.sdk.engine import EngineHandle
 
         path = _spec_path(model_dir, system, backend, version, tp)
-        if path is not None and path.is_file():
+        spec = user_cache.read(path) if path is not None else None
+        if spec is not None:
             try:
-                return EngineHandle(path.read_bytes())
+                return EngineHandle(spec)
             except Exception:  # a spec of another build of the package: compile it again
                 pass
         try:
@@ -61,19 +57,8 @@ def _handle(model_dir, system, backend, version, tp):
             reason = str(error).split("\n")[0].split(". Supported")[0][:300]
             raise SettingError(f"{PACKAGE} cannot price {model_dir} on {system}/{backend} tp {tp}: {reason}") from None
         if path is not None:
-            _keep(path, handle.spec_bytes)
+            user_cache.keep(path, handle.spec_bytes)
         return handle
-
-
-def _keep(path, spec):
-    """Write ``spec`` to ``path`` whole (a temporary file renamed), or not at all."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_bytes(spec)
-        os.replace(temporary, path)
-    except OSError:
-        pass
 
 
 class Database:

@@ -11,11 +11,13 @@ import contextlib
 import functools
 import importlib.util
 import io
+import json
 import math
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from kvlab.util import user_cache
 from kvlab.util.errors import SettingError
 from kvlab.util.files import shown
 
@@ -158,15 +160,23 @@ def libyaml():
 @functools.cache
 def supported():
     """``{system: {backend: [versions]}}`` a query may name: the package's own ``get_supported_databases`` (its
-    query_versions.yaml slots: current, previous, and next derived from the newest measured folder)."""
+    query_versions.yaml slots: current, previous, and next derived from the newest measured folder). Half a second
+    of YAML, so kept in the user's cache (:mod:`kvlab.util.user_cache`) keyed by the package's version and folder."""
+    path = user_cache.entry("aiconfigurator", ".json", "supported", package_version(), package_dir())
+    kept = user_cache.read(path)
+    if kept is not None:
+        with contextlib.suppress(ValueError):
+            return json.loads(kept)
     quiet = io.StringIO()
     with contextlib.redirect_stderr(quiet), libyaml():
         from aiconfigurator_core.sdk import perf_database
 
-        return {
+        found = {
             system: {backend: list(versions) for backend, versions in sorted(backends.items()) if versions}
             for system, backends in perf_database.get_supported_databases().items()
         }
+    user_cache.keep(path, json.dumps(found, sort_keys=True).encode())
+    return found
 
 
 def database_versions(system):

@@ -15,6 +15,20 @@ class JobError(RuntimeError):
 
 
 JOB_LOCK = threading.Lock()  # one job in this process at a time: commands write through sys.stdout and stderr
+OWN_PROCESS_BYTES = 32 << 20  # a trace file this large is read in a process of its own; a smaller one (the
+# conversation trace: 770 KiB) takes less than the second of a process's start-up (the pipeline: 17 s of CPU so,
+# 35 s with every trace job in a process of its own)
+
+
+def _large_trace(argv):
+    """Whether the command reads a trace file of :data:`OWN_PROCESS_BYTES` or more (or one it cannot size: its
+    process says why)."""
+    if "--trace" not in argv or argv.index("--trace") + 1 >= len(argv):
+        return False
+    try:
+        return os.path.getsize(argv[argv.index("--trace") + 1]) >= OWN_PROCESS_BYTES
+    except OSError:
+        return True
 
 
 def run_job(main, line, log, stdout=None):
@@ -24,8 +38,9 @@ def run_job(main, line, log, stdout=None):
 
     A job runs inside Snakemake's own process (the profile's ``force-use-threads``): what a command imports
     (numpy, pandas, numba and its kernels, matplotlib) is imported once per run, not once per job, which was
-    most of a small job's cost. A job that reads a trace (``--trace``), whose work outweighs any start-up,
-    runs in a process of its own instead, so that large jobs run side by side on every core.
+    most of a small job's cost. A job that reads a trace of :data:`OWN_PROCESS_BYTES` or more (``--trace``),
+    whose work outweighs any start-up, runs in a process of its own instead, so that large jobs run side by side
+    on every core.
     """
     from kvlab.workflow.runs import job_process
 
@@ -33,7 +48,7 @@ def run_job(main, line, log, stdout=None):
     temporary = Path(f"{stdout}.tmp") if stdout else None
     with open(log, "w", encoding="utf-8") as errors:
         with open(temporary, "w", encoding="utf-8") if temporary else contextlib.nullcontext(errors) as out:
-            if "--trace" in argv:
+            if _large_trace(argv):
                 command = [sys.executable, "-m", "kvlab", *argv]
                 code = job_process(command, stdout=out, stderr=errors, stdin=subprocess.DEVNULL).returncode
             else:
