@@ -247,6 +247,9 @@ def per_request_csv(workload, parts):
         table = pd.DataFrame(columns=columns)
     table = table.rename(columns={"label": workload.label_name})
     table.insert(0, "request", range(len(table)))
+    ids = workload.request_ids()
+    if ids is not None and len(ids) == len(table):  # the trace's own ids, beside kvlab's numbers
+        table.insert(1, "request_id", ["" if value is None else value for value in ids])
     table["round"] = table["round"].map(dict(enumerate(workload.rounds)))
     table["computed_tokens"] = table["input_tokens"] - table["gpu_hit_tokens"] - table["cpu_hit_tokens"]
     return table.to_csv(index=False, lineterminator="\n")

@@ -17,7 +17,7 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.workloads import WORKLOADS, Workload, WorkloadError, repeat_documents
+from kvlab.workloads import WORKLOADS, TraceWorkload, Workload, WorkloadError, repeat_documents
 from kvlab.workloads.traces import FORMATS, MOONCAKE, TraceError, read
 
 Lab = WORKLOADS["lab"]
@@ -430,7 +430,7 @@ def test_published_mooncake_traces(name, requests, keys, distinct):
 
 def test_registry_maps_names_to_classes():
     """Each source is registered under its own name and is a Workload with rounds and a label name."""
-    assert set(WORKLOADS) == {"lab", "long_doc_qa", "mooncake", "bailian"}
+    assert set(WORKLOADS) == {"lab", "long_doc_qa", "mooncake", "bailian", "requests"}
     for name, source in WORKLOADS.items():
         assert issubclass(source, Workload)
         assert source.name == name
@@ -456,7 +456,9 @@ def test_the_config_schema_knows_every_source_and_which_read_a_trace():
     workload = schema["$defs"]["replay_workload"]
     assert workload["properties"]["source"]["enum"] == list(WORKLOADS)
     traced = [rule for rule in workload["allOf"] if "trace" in rule.get("then", {}).get("required", [])]
-    assert [rule["if"]["properties"]["source"]["enum"] for rule in traced] == [list(FORMATS)]
+    readers = [name for name, source in WORKLOADS.items() if issubclass(source, TraceWorkload)]
+    assert [rule["if"]["properties"]["source"]["enum"] for rule in traced] == [readers]
+    assert readers == [*FORMATS, "requests"]  # the trace formats, and the user's own
 
 
 @settings(max_examples=40, deadline=None)

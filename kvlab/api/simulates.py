@@ -208,7 +208,7 @@ def simulate(
     timed = _metered(made, meter)
     stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
     document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
-    table = _table(stats) if per_request else None
+    table = _table(stats, made.request_ids()) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
 
 
@@ -299,7 +299,8 @@ def _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_b
     }
 
 
-def _table(stats):
+def _table(stats, ids=None):
+    """The ``--per-request`` CSV; with ``ids`` (the trace's own, by request number) a ``request_id`` column."""
     from kvlab.util.files import csv_text
 
     rows = []
@@ -307,4 +308,7 @@ def _table(stats):
         times = [round(value, 3) if not math.isnan(value) else "" for value in (queue, ttft, tpot, e2e)]
         values = (number, round(arrival, 6), *times, tokens, output, gpu, cpu, tokens - gpu - cpu, preemptions)
         rows.append(dict(zip(REQUEST_COLUMNS, values, strict=True)))
-    return csv_text(rows, REQUEST_COLUMNS)
+        if ids is not None:
+            rows[-1]["request_id"] = "" if ids[number] is None else ids[number]
+    columns = REQUEST_COLUMNS if ids is None else (REQUEST_COLUMNS[0], "request_id", *REQUEST_COLUMNS[1:])
+    return csv_text(rows, columns)

@@ -17,6 +17,7 @@ COMMANDS = {
     "replay": ("replay", "a workload through a two-tier prefix cache of KV blocks: its reuse figures"),
     "simulate": ("simulate", "a workload through one engine instance on a clock: TTFT, TPOT, throughput under load"),
     "mrc": ("mrc", "the exact LRU curve of a tier at every room, and its cliffs"),
+    "trace": ("trace", "a trace's figures (requests, blocks, reuse at unlimited room), or the trace in another format"),
     "plan": ("plan", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
     "size": ("size", "a model's KV cache per GPU, layer group by layer group: bytes per token, GiB for a prompt"),
     "policies": ("policies", "the offload designs side by side: write x eviction policies over rooms"),

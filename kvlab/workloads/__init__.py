@@ -174,6 +174,10 @@ class Workload:
                 yield Timed(keys[start : start + count], tokens, None, None)
                 start += count
 
+    def request_ids(self):
+        """The requests' own ids in order, once read (``--per-request`` keeps them), or None: a source without."""
+        return None
+
     def __len__(self):
         """Number of requests, for the progress bar (0 when unknown before reading)."""
         return 0
@@ -361,7 +365,7 @@ class TraceWorkload(Workload):
 
     def __init__(self, block_tokens=None, **settings):
         super().__init__(block_tokens, **settings)
-        unit = self.format.block_tokens
+        unit = self.unit_tokens
         if self.block_tokens % unit and unit % self.block_tokens:
             raise WorkloadError(
                 f"--block-tokens must be a multiple or a divisor of the trace's {unit}-token blocks,"
@@ -373,6 +377,22 @@ class TraceWorkload(Workload):
     @property
     def default_block_tokens(self):
         return self.format.block_tokens
+
+    @property
+    def unit_tokens(self):
+        """The tokens of the blocks the trace's keys are made in."""
+        return self.format.block_tokens
+
+    @property
+    def seconds(self):
+        """One unit of the trace's timestamps, in seconds."""
+        return self.format.seconds
+
+    def _read(self):
+        """The trace's :class:`kvlab.workloads.traces.Batch` es."""
+        from kvlab.workloads.traces import read
+
+        return read(self.trace, self.format)
 
     def describe(self):
         return {"source": self.name, "trace": Path(self.trace).name}  # no absolute path in an artifact
@@ -394,7 +414,7 @@ class TraceWorkload(Workload):
     def timed(self):
         """The trace's requests as :class:`Timed`, keyed by the trace's own ids (blocks cut from a trace block: by
         dense ids, :meth:`_columns`), so that nothing grows with the trace but what the engine holds."""
-        seconds = self.format.seconds
+        seconds = self.seconds
         for columns, outputs in self._columns(outputs=True):
             keys = columns.keys.tolist()
             start = 0
@@ -403,13 +423,21 @@ class TraceWorkload(Workload):
                 yield Timed(keys[start : start + count], tokens, label * seconds, output)
                 start += count
 
+    def dense_columns(self):
+        """``(Columns, output lengths)`` per batch, keys dense from 0 in order of first appearance (outputs: a list,
+        Nones where the format has none): what ``kvlab trace convert`` writes."""
+        from kvlab.workloads.dense import Interner
+
+        interner = Interner()
+        for columns, outputs in self._columns(outputs=True):
+            yield columns._replace(keys=interner.dense(columns.keys)), outputs
+
     def _columns(self, outputs=False):
         """The trace's batches with the hash ids of this workload's blocks as keys (with ``outputs``: each with its
         requests' output lengths, a list, or Nones where the format has none)."""
         import numpy as np
 
         from kvlab.workloads.stream import Columns, group_blocks, split_blocks
-        from kvlab.workloads.traces import read
 
         interner = None
         if self.split > 1:
@@ -417,7 +445,7 @@ class TraceWorkload(Workload):
 
             interner = Interner()
         try:
-            for batch in read(self.trace, self.format):
+            for batch in self._read():
                 if interner is not None:
                     ids, counts = split_blocks(
                         interner.dense(batch.ids), batch.counts, batch.tokens, self.split, self.block_tokens
@@ -450,4 +478,64 @@ class BailianWorkload(TraceWorkload):
     format = FORMATS["bailian"]
 
 
-WORKLOADS = {source.name: source for source in (LabWorkload, LongDocQAWorkload, MooncakeWorkload, BailianWorkload)}
+class RequestsWorkload(TraceWorkload):
+    """The user's own trace of requests (``kvlab/workloads/requests.py``, docs/traces.md): JSONL or CSV with
+    ``timestamp``, ``input_length``, ``output_length``, an optional ``request_id``, and ``prompt_token_ids`` (cut
+    into blocks of ``--block-tokens``, their keys chained as vLLM's hashes) or ``hash_ids`` of
+    ``--hash-block-tokens`` tokens, ``--hash-chaining chained`` or ``per-block`` (chained by kvlab)."""
+
+    name = "requests"
+    options = (
+        *TraceWorkload.options,
+        Option(
+            "timestamp_unit",
+            str,
+            "s",
+            "the unit of a requests trace's timestamps: s (default), ms or us",
+            ("s", "ms", "us"),
+        ),
+        Option("hash_block_tokens", whole_number(0), 0, "the tokens of a requests trace's hash_ids blocks"),
+        Option(
+            "hash_chaining",
+            str,
+            "",
+            "a requests trace's hash_ids: chained (each a hash of its prefix) or"
+            " per-block (each of its own tokens; kvlab chains them)",
+            ("", "chained", "per-block"),
+        ),
+    )
+    default_block_tokens = 16  # vLLM's default block size
+
+    @property
+    def unit_tokens(self):
+        return self.hash_block_tokens or self.block_tokens
+
+    @property
+    def seconds(self):
+        from kvlab.workloads.requests import UNITS
+
+        return UNITS[self.timestamp_unit]
+
+    def describe(self):
+        described = {**super().describe(), "timestamp_unit": self.timestamp_unit}
+        if self.hash_block_tokens:
+            described |= {"hash_block_tokens": self.hash_block_tokens, "hash_chaining": self.hash_chaining}
+        return described
+
+    def request_ids(self):
+        return getattr(self, "_ids", None)
+
+    def _read(self):
+        from kvlab.workloads.requests import RequestTrace, read_requests
+
+        trace = RequestTrace(self.block_tokens, self.hash_block_tokens, self.hash_chaining)
+        self._ids = []
+        for batch, ids in read_requests(self.trace, trace):
+            self._ids += ids
+            yield batch
+
+
+WORKLOADS = {
+    source.name: source
+    for source in (LabWorkload, LongDocQAWorkload, MooncakeWorkload, BailianWorkload, RequestsWorkload)
+}
