@@ -190,8 +190,11 @@ def test_a_bad_line_is_one_error_naming_it(tmp_path, case):
     assert done.stderr.count("\n") == 1 and f"{path}:2: " in done.stderr and needle in done.stderr, done.stderr
 
 
-def test_a_bad_csv_row_names_its_line(tmp_path):
+def test_a_bad_csv_row_names_its_line_and_a_spreadsheets_byte_order_mark_is_taken(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("timestamp,input_length,output_length,prompt_token_ids\n0,2,1,1 2\n1,2,1\n")
+    path.write_bytes(b"\xef\xbb\xbftimestamp,input_length,output_length,prompt_token_ids\n0,2,1,1 2\n1,2,1\n")
     done = kvlab("replay", "--workload", "requests", "--trace", path, "--gpu-tokens", 100)
     assert done.returncode == 1 and f"{path}:3: 3 cells, but the header names 4 columns" in done.stderr
+    path.write_bytes(b"\xef\xbb\xbftimestamp,input_length,output_length,prompt_token_ids\n0,2,1,1 2\nsoon,2,1,1 2\n")
+    done = kvlab("replay", "--workload", "requests", "--trace", path, "--gpu-tokens", 100)
+    assert done.returncode == 1 and f"{path}:3: timestamp must be a number" in done.stderr, done.stderr

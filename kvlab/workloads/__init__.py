@@ -108,6 +108,13 @@ def any_int(value):
     return number
 
 
+def hash_chaining(text):
+    """``--hash-chaining``: ``chained`` or ``per-block`` ("" while undeclared)."""
+    if text not in ("", "chained", "per-block"):
+        raise ValueError(f"expected chained or per-block, got {shown(text)}")
+    return text
+
+
 def pass_list(text):
     """``fwd,fwd,rev`` -> ``["fwd", "fwd", "rev"]`` (the lab's ``--passes``)."""
     orders = text.split(",") if isinstance(text, str) else list(text)
@@ -497,11 +504,10 @@ class RequestsWorkload(TraceWorkload):
         Option("hash_block_tokens", whole_number(0), 0, "the tokens of a requests trace's hash_ids blocks"),
         Option(
             "hash_chaining",
-            str,
+            hash_chaining,
             "",
-            "a requests trace's hash_ids: chained (each a hash of its prefix) or"
-            " per-block (each of its own tokens; kvlab chains them)",
-            ("", "chained", "per-block"),
+            "a requests trace's hash_ids: chained (each a hash of its prefix) or per-block (each of its own tokens;"
+            " kvlab chains them)",
         ),
     )
     default_block_tokens = 16  # vLLM's default block size

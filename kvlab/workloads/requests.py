@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from kvlab.util.files import BATCH_BYTES, InputError, line_batches, parse_json, shown, unique_fields
 from kvlab.util.numbers import MAX_WHOLE
-from kvlab.workloads.traces import ID_RANGE, Batch, TraceError
+from kvlab.workloads.traces import BOM, ID_RANGE, NO_BOM, Batch, TraceError
 
 __all__ = ["CHAININGS", "FIELDS", "UNITS", "RequestTrace", "read_requests"]
 
@@ -166,8 +166,10 @@ def _records(path, size):
             number, where = first + offset, f"{path}:{first + offset}"
             if not raw.strip():
                 continue
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raise TraceError(f"{where}: a UTF-8 byte order mark before the first line")
+            if number == 1 and raw.startswith(BOM):
+                if not name.endswith(".csv"):  # as every JSON reader; a spreadsheet's CSV often starts with one
+                    raise TraceError(f"{where}: {NO_BOM}")
+                raw = raw[len(BOM) :]
             if not name.endswith(".csv"):
                 try:
                     records.append((number, parse_json(raw, where, pairs=unique_fields)))
