@@ -265,12 +265,16 @@ class Engine:
         if not scheduled:
             if preempted:
                 return  # what it freed lets the next try schedule
-            upcoming = self._upcoming()
-            if upcoming is None:
-                raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
-            self.now = max(self.now, upcoming)
+            self._wait()
             return
         self._execute(scheduled, preempted)
+
+    def _wait(self):
+        """Nothing could be scheduled: on to the next arrival or completed copy (none: the engine is stuck)."""
+        upcoming = self._upcoming()
+        if upcoming is None:
+            raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
+        self.now = max(self.now, upcoming)
 
     def _schedule_waiting(self, scheduled, budget, reserve=None):
         """Waiting requests join in order while the budget and ``max_num_seqs`` allow; with ``reserve`` (SGLang's
@@ -348,10 +352,7 @@ class Engine:
             return
         decoding = [request for request in running if _decoding(request)]
         if not decoding:
-            upcoming = self._upcoming()
-            if upcoming is None:
-                raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
-            self.now = max(self.now, upcoming)
+            self._wait()
             return
         retracted = False
         while decoding and self._decode_blocks(decoding) > self.pool.available:
@@ -532,7 +533,7 @@ class Engine:
         prefill_ms = 0.0
         decodes = context = 0
         for request, tokens in scheduled:
-            if tokens == 1 and request.generated and request.computed == request.length - 1 and not request.joined:
+            if tokens == 1 and _decoding(request) and not request.joined:
                 decodes += 1
                 context += request.length
             else:

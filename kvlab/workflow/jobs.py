@@ -23,10 +23,11 @@ OWN_PROCESS_BYTES = 32 << 20  # a trace file this large is read in a process of 
 def _large_trace(argv):
     """Whether the command reads a trace file of :data:`OWN_PROCESS_BYTES` or more (or one it cannot size: its
     process says why)."""
-    if "--trace" not in argv or argv.index("--trace") + 1 >= len(argv):
+    at = argv.index("--trace") + 1 if "--trace" in argv else len(argv)
+    if at >= len(argv):
         return False
     try:
-        return os.path.getsize(argv[argv.index("--trace") + 1]) >= OWN_PROCESS_BYTES
+        return os.path.getsize(argv[at]) >= OWN_PROCESS_BYTES
     except OSError:
         return True
 

@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 REPEAT_MODES = ("tile", "interleave", "random")
+TIMESTAMP_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}  # a requests trace's --timestamp-unit: seconds per unit
+HASH_CHAININGS = ("chained", "per-block")  # a requests trace's --hash-chaining (kvlab/workloads/requests.py)
 ORDERS = ("fwd", "rev")
 
 MAX_ACCESSES = 10**8  # block accesses of a generated workload (a trace has no such limit: it is streamed)
@@ -109,9 +111,9 @@ def any_int(value):
 
 
 def hash_chaining(text):
-    """``--hash-chaining``: ``chained`` or ``per-block`` ("" while undeclared)."""
-    if text not in ("", "chained", "per-block"):
-        raise ValueError(f"expected chained or per-block, got {shown(text)}")
+    """``--hash-chaining``: one of :data:`HASH_CHAININGS` ("" while undeclared)."""
+    if text and text not in HASH_CHAININGS:
+        raise ValueError(f"expected {' or '.join(HASH_CHAININGS)}, got {shown(text)}")
     return text
 
 
@@ -486,7 +488,7 @@ class BailianWorkload(TraceWorkload):
 
 
 class RequestsWorkload(TraceWorkload):
-    """The user's own trace of requests (``kvlab/workloads/requests.py``, docs/traces.md): JSONL or CSV with
+    """The user's own trace of requests (``kvlab/workloads/requests.py``, docs/replay.md): JSONL or CSV with
     ``timestamp``, ``input_length``, ``output_length``, an optional ``request_id``, and ``prompt_token_ids`` (cut
     into blocks of ``--block-tokens``, their keys chained as vLLM's hashes) or ``hash_ids`` of
     ``--hash-block-tokens`` tokens, ``--hash-chaining chained`` or ``per-block`` (chained by kvlab)."""
@@ -499,7 +501,7 @@ class RequestsWorkload(TraceWorkload):
             str,
             "s",
             "the unit of a requests trace's timestamps: s (default), ms or us",
-            ("s", "ms", "us"),
+            tuple(TIMESTAMP_UNITS),
         ),
         Option("hash_block_tokens", whole_number(0), 0, "the tokens of a requests trace's hash_ids blocks"),
         Option(
@@ -518,9 +520,7 @@ class RequestsWorkload(TraceWorkload):
 
     @property
     def seconds(self):
-        from kvlab.workloads.requests import UNITS
-
-        return UNITS[self.timestamp_unit]
+        return TIMESTAMP_UNITS[self.timestamp_unit]
 
     def describe(self):
         described = {**super().describe(), "timestamp_unit": self.timestamp_unit}

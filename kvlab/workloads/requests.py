@@ -1,10 +1,11 @@
 """The user's own trace (``--workload requests --trace FILE``): one request a line, JSONL or CSV.
 
-Fields (docs/traces.md): ``timestamp`` (a number >= 0 in the unit ``--timestamp-unit`` declares: s, ms or us),
-``input_length``, ``output_length``, an optional ``request_id`` (a string or a whole number), and the prompt as
-either ``prompt_token_ids`` (``input_length`` whole numbers) or ``hash_ids`` (one per block of
-``--hash-block-tokens`` tokens, the last perhaps partial). A CSV file has a header naming its columns; a list cell
-is whole numbers apart by spaces, or a JSON list. A ``.gz`` file is read compressed, ``-`` is standard input.
+Fields (docs/replay.md, "Your own trace"): ``timestamp`` (a number >= 0 in the unit ``--timestamp-unit``
+declares: s, ms or us), ``input_length``, ``output_length``, an optional ``request_id`` (a string or a whole
+number), and the prompt as either ``prompt_token_ids`` (``input_length`` whole numbers) or ``hash_ids`` (one per
+block of ``--hash-block-tokens`` tokens, the last perhaps partial). A CSV file has a header naming its columns; a
+list cell is whole numbers apart by spaces, or a JSON list. A ``.gz`` file is read compressed, ``-`` is standard
+input.
 
 A block's key stands for its whole prefix, as a prefix cache's hash does (vLLM ``vllm/v1/core/kv_cache_utils.py``,
 ``hash_block_tokens``: a block's hash is the hash of its parent's and its own tokens): prompt token ids are cut
@@ -12,8 +13,8 @@ into blocks of ``--block-tokens`` and each key is a 64-bit BLAKE2b digest of its
 ``hash_ids`` declared ``--hash-chaining per-block`` (a hash of each block's own tokens) are chained the same way,
 so a block is only ever reused after the same prefix; ``chained`` ones (each already a hash of its prefix, as
 Mooncake's and Bailian's) are taken as they are. Two different prefixes share a key only when 64-bit digests
-collide (about one pair in 10**19 for a billion blocks). The reader is Python line by line: a few hundred
-thousand requests a second.
+collide (about one pair in 10**19 for a billion blocks). The reader is Python line by line: the conversation
+trace converted (12,031 requests, 24 blocks each on average) reads in 0.6 s of CPU, about 20,000 requests a second.
 """
 
 import csv
@@ -26,18 +27,16 @@ from kvlab.util.files import BATCH_BYTES, InputError, line_batches, parse_json, 
 from kvlab.util.numbers import MAX_WHOLE
 from kvlab.workloads.traces import BOM, ID_RANGE, NO_BOM, Batch, TraceError
 
-__all__ = ["CHAININGS", "FIELDS", "UNITS", "RequestTrace", "read_requests"]
+__all__ = ["FIELDS", "RequestTrace", "convert", "read_requests", "stats"]
 
-UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}  # --timestamp-unit: seconds per unit
-CHAININGS = ("chained", "per-block")
 PROMPTS = ("prompt_token_ids", "hash_ids")
 FIELDS = ("timestamp", "input_length", "output_length", "request_id", *PROMPTS)
 ROOT = b"kvlab-requests"  # the parent of a prompt's first block
 
 
 class RequestTrace(NamedTuple):
-    """How to read a trace of requests: its timestamps' unit, the blocks its keys are made in, and for
-    ``hash_ids`` their block and chaining (0 and "" when undeclared)."""
+    """How to key a trace's requests: the blocks token ids are cut into, and for ``hash_ids`` their block and
+    chaining (0 and "" when undeclared)."""
 
     block_tokens: int
     hash_block_tokens: int = 0
@@ -158,7 +157,7 @@ def _integer_text(text):
 def _records(path, size):
     """Yield ``(first line number, [(line number, record)], fraction)`` per batch of lines: JSON objects, or a
     CSV file's rows as objects (a ``.csv`` or ``.csv.gz`` name)."""
-    name = str(path).removesuffix(".gz")
+    comma = str(path).removesuffix(".gz").endswith(".csv")
     header = None
     for first, raws, fraction in line_batches(path, size):
         records = []
@@ -167,10 +166,10 @@ def _records(path, size):
             if not raw.strip():
                 continue
             if number == 1 and raw.startswith(BOM):
-                if not name.endswith(".csv"):  # as every JSON reader; a spreadsheet's CSV often starts with one
+                if not comma:  # as every JSON reader; a spreadsheet's CSV often starts with one
                     raise TraceError(f"{where}: {NO_BOM}")
                 raw = raw[len(BOM) :]
-            if not name.endswith(".csv"):
+            if not comma:
                 try:
                     records.append((number, parse_json(raw, where, pairs=unique_fields)))
                 except ValueError as error:
