@@ -9,6 +9,7 @@ ratio, and the same in blocks; optionally one row per request.
 
 __all__ = [
     "COUNTERS",
+    "DISK_COUNTERS",
     "DocumentReads",
     "figures",
     "overall",
@@ -20,8 +21,10 @@ __all__ = [
     "tiers",
 ]
 
-# What a round adds up, per request: 1, blocks, input tokens, GPU blocks, CPU blocks, GPU tokens, CPU tokens.
+# What a round adds up, per request: 1, blocks, input tokens, GPU blocks, CPU blocks, GPU tokens, CPU tokens; and
+# with a disk tier (kvlab/cache/tiers.py), its blocks and tokens.
 COUNTERS = ("requests", "blocks", "tokens", "gpu_blocks", "cpu_blocks", "gpu_tokens", "cpu_tokens")
+DISK_COUNTERS = ("disk_blocks", "disk_tokens")
 
 
 def replay(workload, cache, per_request=None, progress=None, meter=None):
@@ -77,7 +80,10 @@ def _metered(requests, meter, workload):
 
 
 def _replay_requests(workload, cache, per_request, progress, meter):
-    totals = [[0] * len(COUNTERS) for _ in workload.rounds]
+    from kvlab.cache.tiers import Tiered
+
+    disk = isinstance(cache, Tiered)
+    totals = [[0] * (len(COUNTERS) + disk * len(DISK_COUNTERS)) for _ in workload.rounds]
     if cache.offline:  # opt: learn the whole workload first (read once into typed arrays, served from them)
         from kvlab.workloads import Request
         from kvlab.workloads.stream import load, requests_of
@@ -94,7 +100,7 @@ def _replay_requests(workload, cache, per_request, progress, meter):
     for request in requests:
         keys, tokens = request.keys, request.tokens
         served = serve(keys, tokens)
-        gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens = served
+        gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens = served[:4]
         row = totals[request.round]
         row[0] += 1
         row[1] += len(keys)
@@ -103,15 +109,17 @@ def _replay_requests(workload, cache, per_request, progress, meter):
         row[4] += cpu_blocks
         row[5] += gpu_tokens
         row[6] += cpu_tokens
+        if disk:
+            row[7] += served[4]
+            row[8] += served[5]
         if rows is not None:
-            rows.append(
-                (request.round, request.label, len(keys), tokens, gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens)
-            )
+            rows.append((request.round, request.label, len(keys), tokens, *served))
         if progress is not None:
             progress(1)
     if rows is not None:
-        columns = list(zip(*rows, strict=True)) or [()] * 8
-        per_request.append(_table(*columns[:4], _integers(columns[4:]).reshape(4, -1).T))
+        width = 6 if disk else 4
+        columns = list(zip(*rows, strict=True)) or [()] * (4 + width)
+        per_request.append(_table(*columns[:4], _integers(columns[4:]).reshape(width, -1).T))
     return totals
 
 
@@ -136,10 +144,11 @@ def _integers(rows):
 
 
 def _table(rounds, labels, blocks, tokens, served):
-    """The per-request table's columns for a run of requests; ``served``: their GPU/CPU blocks and tokens."""
+    """The per-request table's columns for a run of requests; ``served``: their GPU/CPU blocks and tokens (and, with
+    six columns, the disk's blocks and tokens)."""
     import numpy as np
 
-    return {
+    table = {
         "round": np.asarray(rounds),
         "label": np.asarray(labels),
         "blocks": np.asarray(blocks),
@@ -149,6 +158,9 @@ def _table(rounds, labels, blocks, tokens, served):
         "gpu_hit_blocks": served[:, 0],
         "cpu_hit_blocks": served[:, 1],
     }
+    if served.shape[1] > 4:
+        table |= {"disk_hit_tokens": served[:, 5], "disk_hit_blocks": served[:, 4]}
+    return table
 
 
 class DocumentReads:
@@ -198,20 +210,26 @@ def tiers(workload, cache):
 
 
 def figures(counts):
-    """The reported figures of one round (or of all): counts in tokens and blocks, hit ratios rounded to 6."""
-    requests, blocks, tokens, gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens = counts
+    """The reported figures of one round (or of all): counts in tokens and blocks, hit ratios rounded to 6; the disk
+    tier's where ``counts`` have them (:data:`DISK_COUNTERS`)."""
+    requests, blocks, tokens, gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens = counts[: len(COUNTERS)]
+    disk_blocks, disk_tokens = counts[len(COUNTERS) :] or (0, 0)
+    disk = len(counts) > len(COUNTERS)
+    hit_tokens, hit_blocks = gpu_tokens + cpu_tokens + disk_tokens, gpu_blocks + cpu_blocks + disk_blocks
     return {
         "requests": requests,
         "block_accesses": blocks,
         "input_tokens": tokens,
         "gpu_hit_tokens": gpu_tokens,
         "cpu_hit_tokens": cpu_tokens,
-        "computed_tokens": tokens - gpu_tokens - cpu_tokens,
-        "token_hit_ratio": ratio(gpu_tokens + cpu_tokens, tokens),
+        **({"disk_hit_tokens": disk_tokens} if disk else {}),
+        "computed_tokens": tokens - hit_tokens,
+        "token_hit_ratio": ratio(hit_tokens, tokens),
         "gpu_hit_blocks": gpu_blocks,
         "cpu_hit_blocks": cpu_blocks,
-        "computed_blocks": blocks - gpu_blocks - cpu_blocks,
-        "block_hit_ratio": ratio(gpu_blocks + cpu_blocks, blocks),
+        **({"disk_hit_blocks": disk_blocks} if disk else {}),
+        "computed_blocks": blocks - hit_blocks,
+        "block_hit_ratio": ratio(hit_blocks, blocks),
     }
 
 
@@ -241,6 +259,8 @@ def per_request_csv(workload, parts):
     import pandas as pd
 
     columns = ["round", "label", "blocks", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens"]
+    if parts and "disk_hit_tokens" in parts[0]:
+        columns.append("disk_hit_tokens")
     if parts:
         table = pd.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in columns})
     else:
@@ -251,5 +271,6 @@ def per_request_csv(workload, parts):
     if ids is not None and len(ids) == len(table):  # the trace's own ids, beside kvlab's numbers
         table.insert(1, "request_id", ["" if value is None else value for value in ids])
     table["round"] = table["round"].map(dict(enumerate(workload.rounds)))
-    table["computed_tokens"] = table["input_tokens"] - table["gpu_hit_tokens"] - table["cpu_hit_tokens"]
+    computed = table["input_tokens"] - table["gpu_hit_tokens"] - table["cpu_hit_tokens"]
+    table["computed_tokens"] = computed - table["disk_hit_tokens"] if "disk_hit_tokens" in table else computed
     return table.to_csv(index=False, lineterminator="\n")

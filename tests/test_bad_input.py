@@ -399,7 +399,8 @@ add_many(
     MRC,
     [
         ("no-workload", {"--workload": None}, 2, "the following arguments are required: --workload"),
-        ("unknown-flag", ["--cpu-tokens", "5"], 2, "unrecognized arguments: --cpu-tokens"),
+        ("unknown-flag", ["--disk-tokens", "5"], 2, "unrecognized arguments: --disk-tokens"),
+        ("cpu-room-without-gpu-room", ["--cpu-tokens", "5"], 2, "--cpu-tokens gives the disk tier's curve"),
         ("write-policy-not-a-flag", ["--write-policy", "write-back"], 2, "unrecognized arguments"),
         ("eviction-not-a-flag", ["--gpu-eviction", "lfu"], 2, "unrecognized arguments"),
         ("duplicate-flag", ["--block-tokens", "7"], 2, "~--block-tokens"),

@@ -26,6 +26,7 @@ from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.interface import CACHE_SETTINGS, ROOMS, BatchEngine, CacheSettings, Engine
 from kvlab.cache.llama_cpp import LlamaCppServer
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks
+from kvlab.cache.tiers import DISK_SETTINGS
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, WriteThrough
 from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.loop import TIER_COLUMNS, DocumentReads, replay, rows_of, tiers
@@ -88,7 +89,7 @@ def test_the_settings_fields_are_the_replay_flags_with_their_defaults():
     parser = replay_parser()
     flags = {action.dest: action for action in parser._actions}
     names = [field.name for field in dataclasses.fields(CacheSettings)]
-    assert CACHE_SETTINGS == tuple(name for name in names if name not in ROOMS)
+    assert CACHE_SETTINGS == tuple(name for name in names if name not in (*ROOMS, *DISK_SETTINGS))
     for field in dataclasses.fields(CacheSettings):
         assert f"--{field.name.replace('_', '-')}" in flags[field.name].option_strings
         if field.name in ("gpu_tokens", "block_tokens"):  # required; the workload's blocks by default
@@ -97,7 +98,11 @@ def test_the_settings_fields_are_the_replay_flags_with_their_defaults():
             assert parser.get_default(field.name) == field.default, field.name
     done = kvlab("replay", "--workload", "lab", "--docs", "2", "--tokens", "10", "--gpu-tokens", "5")
     assert done.returncode == 0
-    assert list(json.loads(done.stdout)["cache"]) == names
+    assert list(json.loads(done.stdout)["cache"]) == [name for name in names if name not in DISK_SETTINGS]
+    done = kvlab(
+        "replay", "--workload", "lab", "--docs", "2", "--tokens", "10", "--gpu-tokens", "5", "--disk-tokens", "7"
+    )
+    assert list(json.loads(done.stdout)["cache"]) == names  # a disk tier's settings are reported where it has one
 
 
 LAB = ["--workload", "lab", "--docs", "2", "--tokens", "8", "--passes", "fwd,rev", "--block-tokens", "4"]

@@ -430,7 +430,15 @@ def test_published_mooncake_traces(name, requests, keys, distinct):
 
 def test_registry_maps_names_to_classes():
     """Each source is registered under its own name and is a Workload with rounds and a label name."""
-    assert set(WORKLOADS) == {"lab", "long_doc_qa", "mooncake", "bailian", "requests"}
+    assert set(WORKLOADS) == {
+        "lab",
+        "long_doc_qa",
+        "mooncake",
+        "bailian",
+        "requests",
+        "bench_multiturn",
+        "multi_round_qa",
+    }
     for name, source in WORKLOADS.items():
         assert issubclass(source, Workload)
         assert source.name == name

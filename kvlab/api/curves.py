@@ -14,7 +14,7 @@ from kvlab.api.common import (
     compile_notice,
     workload_of,
 )
-from kvlab.util.errors import KvlabError
+from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
 
 
@@ -25,6 +25,7 @@ class Curve(_Result):
     tier: str
     block_tokens: int
     gpu_tokens: int | None
+    cpu_tokens: int | None
     max_token_hit_ratio: float | None
     tokens_for_full_reuse: int | None
     tokens_for_target: int | None
@@ -36,12 +37,12 @@ class Curve(_Result):
         document = json.loads(text)
         cache = document["cache"]
         found = {key: document.get(key) for key in ("max_token_hit_ratio", "tokens_for_full_reuse")}
-        rooms = {"tier": cache["tier"], "block_tokens": cache["block_tokens"], "gpu_tokens": cache.get("gpu_tokens")}
+        rooms = {key: cache.get(key) for key in ("tier", "block_tokens", "gpu_tokens", "cpu_tokens")}
         return cls(**rooms, **found, tokens_for_target=document.get("tokens_for_target"), text=text, csv=csv)
 
     def to_frame(self):
-        """The curve: one row per step of the room (``gpu_tokens`` or ``cpu_tokens``), the hit tokens per round and
-        in all, the token hit ratio (counting what the GPU served in front of a CPU tier)."""
+        """The curve: one row per step of the room (``gpu_tokens``, ``cpu_tokens`` or ``disk_tokens``), the hit tokens
+        per round and in all, the token hit ratio (counting what the tiers in front served)."""
         import io
 
         import pandas as pd
@@ -56,6 +57,7 @@ def curve(
     workload,
     block_tokens=None,
     gpu_tokens=None,
+    cpu_tokens=None,
     partial_blocks="drop",
     eviction_order="tail-first",
     target_hit_ratio=None,
@@ -63,15 +65,16 @@ def curve(
     max_memory=None,
     **options,
 ):
-    """The exact LRU curve of the GPU tier at every room (``kvlab mrc``'s flags), or with ``gpu_tokens`` the CPU
-    tier's (write-through) at that GPU room; ``table=False`` keeps the cliffs only (no pandas, less memory). A
-    :class:`Curve`, or a :class:`Grid` of them where ``block_tokens`` or ``gpu_tokens`` is a list."""
+    """The exact LRU curve of the GPU tier at every room (``kvlab mrc``'s flags), with ``gpu_tokens`` the CPU tier's
+    (write-through) at that GPU room, and with ``cpu_tokens`` as well the disk tier's below both
+    (``kvlab/cache/tiers.py``); ``table=False`` keeps the cliffs only (no pandas, less memory). A :class:`Curve`, or a
+    :class:`Grid` of them where ``block_tokens``, ``gpu_tokens`` or ``cpu_tokens`` is a list."""
     settings = dict(locals())
     settings.update(settings.pop("options"))
-    return _grid(_curve, settings, ("block_tokens", "gpu_tokens"))
+    return _grid(_curve, settings, ("block_tokens", "gpu_tokens", "cpu_tokens"))
 
 
-CURVE_SETTINGS = ("block_tokens", "gpu_tokens", "partial_blocks", "eviction_order", "target_hit_ratio")
+CURVE_SETTINGS = ("block_tokens", "gpu_tokens", "cpu_tokens", "partial_blocks", "eviction_order", "target_hit_ratio")
 
 
 def _curve(*, workload, table, max_memory, **settings):
@@ -85,12 +88,15 @@ def _curve(*, workload, table, max_memory, **settings):
     partial = _choice("partial_blocks", settings["partial_blocks"], PARTIAL_BLOCKS)
     order = _choice("eviction_order", settings["eviction_order"], EVICTION_ORDERS)
     gpu_tokens = _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"])
+    cpu_tokens = _setting("cpu_tokens", whole_number(0), settings["cpu_tokens"])
+    if cpu_tokens is not None and gpu_tokens is None:
+        raise SettingError("--cpu-tokens gives the disk tier's curve below a GPU room: give --gpu-tokens too")
     target = _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"])
     _switch("table", table)
     made = workload_of(workload, options, block, "curve")
-    tier = "gpu" if gpu_tokens is None else "cpu"
+    tier = "gpu" if gpu_tokens is None else "cpu" if cpu_tokens is None else "disk"
     meter = _meter(max_memory, replace(FOOTPRINT, fixed=FOOTPRINT.fixed + PANDAS_BYTES) if table else FOOTPRINT)
-    found = tier_curve(made, partial, order, gpu_tokens, compile_notice, meter)
+    found = tier_curve(made, partial, order, gpu_tokens, compile_notice, meter, cpu_tokens=cpu_tokens)
     cache = {
         "tier": tier,
         "block_tokens": made.block_tokens,
@@ -98,8 +104,10 @@ def _curve(*, workload, table, max_memory, **settings):
         "eviction_order": order,
         "eviction": "lru",
     }
-    if tier == "cpu":
+    if tier != "gpu":
         cache.update(write_policy="write-through", gpu_tokens=gpu_tokens)
+    if tier == "disk":
+        cache.update(cpu_tokens=cpu_tokens)
     result = {"workload": made.describe(), "cache": cache, **cliffs(found, target)}
     return Curve.of(dump_json(result), curve_csv(found, tier) if table else None)
 

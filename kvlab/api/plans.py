@@ -70,6 +70,8 @@ def plan(
     gpu_gib=None,
     cpu_gib=None,
     cpu_gib_per_node=None,
+    disk_gib=None,
+    disk_tokens=None,
     tp=1,
     kv_dtype="auto",
     chunk_tokens=None,
@@ -90,6 +92,9 @@ def plan(
     link_latency_ms=None,
     layerwise=False,
     all_reduce=None,
+    disk_medium=None,
+    disk_gbps=None,
+    disk_us=None,
     load=None,
     max_memory=None,
     **options,
@@ -106,7 +111,7 @@ def plan(
     settings = dict(locals())
     settings.update(settings.pop("options"))
     priced = functools.partial(_plan, models={})  # one hardware model for every point of a grid
-    return _grid(priced, settings, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node"))
+    return _grid(priced, settings, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node", "disk_gib", "disk_tokens"))
 
 
 def plan_setting(
@@ -145,6 +150,7 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.curves.mrc import FOOTPRINT
+    from kvlab.latency.hardware import no_disk_pricing
     from kvlab.sizing import plan as planner
     from kvlab.sizing.engines import ENGINES
     from kvlab.sizing.model_size import KV_DTYPES, decimal_gib
@@ -162,12 +168,16 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         "gpu_gib": _setting("gpu_gib", decimal_gib, settings["gpu_gib"]),
         "cpu_gib": _setting("cpu_gib", decimal_gib, settings["cpu_gib"]),
         "cpu_gib_per_node": _setting("cpu_gib_per_node", decimal_gib, settings["cpu_gib_per_node"]),
+        "disk_gib": _setting("disk_gib", decimal_gib, settings["disk_gib"]),
+        "disk_tokens": _setting("disk_tokens", whole_number(0), settings["disk_tokens"]),
         "write_policy": _choice("write_policy", settings["write_policy"], tuple(WRITE_POLICIES)),
         "target_hit_ratio": _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"]),
         "engine": _choice("engine", settings["engine"], ENGINES),
         "window_rule": _choice("window_rule", settings["window_rule"], WINDOW_RULES),
     }
     _exclusive(checked, "gpu_tokens", "gpu_gib")
+    if checked["disk_gib"] is not None and checked["disk_tokens"] is not None:
+        raise SettingError("argument --disk-tokens: not allowed with argument --disk-gib")
     if checked["cpu_gib"] is not None and checked["cpu_gib_per_node"] is not None:
         raise SettingError("argument --cpu-gib-per-node: not allowed with argument --cpu-gib")
     hardware = _hardware(hardware, checked["engine"])
@@ -188,6 +198,8 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     if hardware is not None:
         setting = (model_config, checked["engine"], checked["tp"], checked["kv_dtype"], made.block_tokens)
         priced = _hardware_model(hardware, *setting, models)
+        if checked["disk_gib"] is None and checked["disk_tokens"] is None:
+            no_disk_pricing(priced.settings, "takes --disk-gib or --disk-tokens")
     meter = _meter(max_memory, FOOTPRINT)
     result = planner.plan(
         made,
@@ -206,6 +218,8 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         checked["engine"],
         window_rule,
         checked["chunk_tokens"],
+        checked["disk_gib"],
+        checked["disk_tokens"],
     )
     if node is not None:
         cache = result["cache"]
@@ -216,7 +230,8 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     if priced is not None:
         rules = {key: checked[key] for key in ("write_policy", "partial_blocks", "eviction_order")}
         rooms = (checked["tp"], checked["kv_dtype"], gpu_tokens, checked["cpu_gib"])
-        result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter)
+        disk = result["cache"].get("disk_tokens")
+        result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter, disk)
     if load is not None:
         if priced is None:
             raise SettingError("argument --load: the time under load is priced from the hardware: give --gpu-system")
@@ -240,6 +255,9 @@ HARDWARE_SETTINGS = (  # tests/test_plan_ttft.py holds it to HardwareSettings' f
     "link_latency_ms",
     "layerwise",
     "all_reduce",
+    "disk_medium",
+    "disk_gbps",
+    "disk_us",
 )
 
 
@@ -294,18 +312,19 @@ def _hardware_model(hardware, model_config, engine, tp, kv_dtype, block_tokens, 
     return models[key]
 
 
-def _ttft(model, made, shape, rooms, rules, window_rule, meter):
-    """The plan's ``ttft``: one replay at its rooms, each request priced by the hardware ``model``, the percentiles
-    in all and per round, and what priced them (``latency``)."""
+def _ttft(model, made, shape, rooms, rules, window_rule, meter, disk_tokens=None):
+    """The plan's ``ttft``: one replay at its rooms (a disk tier of ``disk_tokens`` below, where there is one), each
+    request priced by the hardware ``model``, the percentiles in all and per round, and what priced them
+    (``latency``)."""
     from kvlab.latency.pricing import price_requests, round_times
     from kvlab.loop import replay
     from kvlab.sizing.plan import plan_cache
 
-    cache = plan_cache(made, shape, *rooms, **rules, window_rule=window_rule)
+    cache = plan_cache(made, shape, *rooms, **rules, window_rule=window_rule, disk_tokens=disk_tokens)
     parts = []
     replay(made, cache, parts, meter=meter)
     everything, per_round = round_times(price_requests(model, parts), made.rounds)
-    return {"latency": model.describe(), "all": everything, "rounds": per_round}
+    return {"latency": model.describe(disk=bool(disk_tokens)), "all": everything, "rounds": per_round}
 
 
 LOADS = ("speedup", "rate", "clients")  # kvlab simulate's arrivals (kvlab/engine/arrivals.py)
@@ -359,6 +378,8 @@ PLAN_SETTINGS = (
     "gpu_gib",
     "cpu_gib",
     "cpu_gib_per_node",
+    "disk_gib",
+    "disk_tokens",
     "tp",
     "kv_dtype",
     "chunk_tokens",

@@ -72,6 +72,8 @@ def replay(
     cpu_eviction="lru",
     touch_cpu_on_gpu_hit=False,
     re_store_on_gpu_hit=False,
+    disk_tokens=0,
+    disk_eviction="lru",
     server=None,
     state_extra_tokens=0,
     bos=False,
@@ -132,6 +134,7 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
     from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
     from kvlab.cache.llama_cpp import SERVERS, LlamaCppServer
     from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+    from kvlab.cache.tiers import DISK_SETTINGS
     from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.loop import replay as replayed
     from kvlab.workloads import whole_number
@@ -148,14 +151,17 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
         "cpu_eviction": _choice("cpu_eviction", settings["cpu_eviction"], tuple(EVICTION_POLICIES)),
         "touch_cpu_on_gpu_hit": _switch("touch_cpu_on_gpu_hit", settings["touch_cpu_on_gpu_hit"]),
         "re_store_on_gpu_hit": _switch("re_store_on_gpu_hit", settings["re_store_on_gpu_hit"]),
+        "disk_tokens": _setting("disk_tokens", whole_number(0), settings["disk_tokens"]),
+        "disk_eviction": _choice("disk_eviction", settings["disk_eviction"], tuple(EVICTION_POLICIES)),
         "server": _choice("server", settings["server"], SERVERS),
         "state_extra_tokens": _setting("state_extra_tokens", whole_number(0), settings["state_extra_tokens"]),
         "bos": _switch("bos", settings["bos"]),
     }
     if checked["gpu_tokens"] is None:
         raise SettingError("the following arguments are required: --gpu-tokens")
-    if checked["cpu_tokens"] is None:
-        checked["cpu_tokens"] = 0
+    for room in ("cpu_tokens", "disk_tokens"):
+        if checked[room] is None:
+            checked[room] = 0
     server, extra, bos = checked["server"], checked["state_extra_tokens"] or 0, checked["bos"]
     if not server and (extra or bos):
         raise SettingError("--state-extra-tokens and --bos apply to --server only")
@@ -166,18 +172,19 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
         "block_tokens": made.block_tokens,
     }
     if server:
-        defaults = CacheSettings(gpu_tokens=0, block_tokens=1).policies()
-        for key in CACHE_SETTINGS:
-            if checked[key] != defaults[key]:
+        defaults = CacheSettings(gpu_tokens=0, block_tokens=1)
+        for key in (*CACHE_SETTINGS, *DISK_SETTINGS):
+            if checked[key] != getattr(defaults, key):
                 raise SettingError(f"{_flag(key)} does not apply to --server {server}")
         cache = LlamaCppServer(*rooms.values(), extra, bos)
         described = {**rooms, "server": server, "state_extra_tokens": extra, "bos": bos}
     else:
         try:
-            chosen = CacheSettings(**rooms, **{key: checked[key] for key in CACHE_SETTINGS})
+            chosen = CacheSettings(**rooms, **{key: checked[key] for key in (*CACHE_SETTINGS, *DISK_SETTINGS)})
+            cache = chosen.build(made)
         except ValueError as error:
             raise SettingError(str(error)) from None
-        cache, described = chosen.build(made), chosen.describe()
+        described = chosen.describe()
     rows = [] if per_request else None
     meter = _meter(max_memory, replay_footprint(cache, rows is not None))
     bar = progress(len(made)) if progress else None

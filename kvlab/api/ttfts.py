@@ -76,11 +76,13 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
     import inspect
 
     from kvlab.api.replays import replay, replay_parts, replay_settings
-    from kvlab.latency.hardware import HardwareModel
+    from kvlab.latency.hardware import HardwareModel, no_disk_pricing
     from kvlab.latency.pricing import price_requests, round_times
     from kvlab.loop import report
 
     hardware = _hardware(settings)
+    if not settings.get("disk_tokens"):
+        no_disk_pricing(hardware, "takes --disk-tokens")
     defaults = {  # kvlab.replay's, for the settings not given
         name: parameter.default
         for name, parameter in inspect.signature(replay).parameters.items()
@@ -92,7 +94,8 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
     model.block_tokens = made.block_tokens
     priced = price_requests(model, parts, described["cpu_tokens"] > 0)
     reported = report(made, described, totals)
-    tiers = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+    disk = ("disk_hit_tokens",) if described.get("disk_tokens") else ()
+    tiers = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", *disk, "computed_tokens")
     everything, per_round = round_times(priced, made.rounds)
     figures = {entry["round"]: entry for entry in reported["rounds"]}
     rounds = [
@@ -104,7 +107,7 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
         "workload": reported["workload"],
         "cache": reported["cache"],
         "latency_source": model.source,
-        "latency": model.describe(),
+        "latency": model.describe(disk=bool(described.get("disk_tokens"))),
         "requests": len(priced),
         "ttft": {**everything, **{key: reported[key] for key in tiers}},
         "rounds": rounds,
@@ -135,7 +138,7 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
 def ttft_breakeven(*, prefix_tokens, **settings):
     """The link bandwidth above which loading a ``prefix_tokens`` prefix beats recomputing it (Mooncake, FAST'25,
     Eq. 2: the prefix's KV bytes over the time of its prefill), for :class:`HardwareSettings`' fields."""
-    from kvlab.latency.hardware import HardwareModel
+    from kvlab.latency.hardware import HardwareModel, no_disk_pricing
     from kvlab.workloads import whole_number
 
     try:
@@ -143,7 +146,9 @@ def ttft_breakeven(*, prefix_tokens, **settings):
     except ValueError as error:
         raise SettingError(f"prefix_tokens: {error}") from None
     settings.setdefault("engine", "vllm")
-    model = HardwareModel(_hardware(settings))
+    hardware = _hardware(settings)
+    no_disk_pricing(hardware, "the breakeven of a CPU tier's link does not take")
+    model = HardwareModel(hardware)
     recompute = model.prefill_ms(prefix, 0)
     per_gpu = prefix * model.bytes_per_token
     tp = model.settings.tp

@@ -23,7 +23,7 @@ Tier calls are batched: one per request, tier and run of blocks with the same tr
 from .eviction import EVICTION_POLICIES
 from .eviction.opt import Future
 
-__all__ = ["EVICTION_ORDERS", "PARTIAL_BLOCKS", "PrefixCache"]
+__all__ = ["EVICTION_ORDERS", "PARTIAL_BLOCKS", "PrefixCache", "apply_runs"]
 
 EVICTION_ORDERS = ("tail-first", "head-first")
 PARTIAL_BLOCKS = ("drop", "keep")
@@ -159,14 +159,7 @@ class PrefixCache:
         raise NotImplementedError
 
     def _apply(self, keys, runs):
-        """Run the ``(method, start, end, size)`` calls, given head to tail, on ``keys[start:end]`` in the
-        eviction order."""
-        if self.tail_first:
-            for method, start, end, size in reversed(runs):
-                method(keys[end - 1 : start - 1 if start else None : -1], size)
-        else:
-            for method, start, end, size in runs:
-                method(keys[start:end], size)
+        apply_runs(keys, runs, self.tail_first)
 
     def _fill_gpu(self, blocks, gpu_end):
         """The GPU's part, the same in every design: refresh its hits, store everything else."""
@@ -176,6 +169,17 @@ class PrefixCache:
 
     def __repr__(self):
         return f"{type(self).__name__}(gpu={self.gpu!r}, cpu={self.cpu!r})"
+
+
+def apply_runs(keys, runs, tail_first):
+    """Run the ``(method, start, end, size)`` calls, given head to tail, on ``keys[start:end]`` in the eviction
+    order (``tail_first``: each run and the runs themselves tail to head)."""
+    if tail_first:
+        for method, start, end, size in reversed(runs):
+            method(keys[end - 1 : start - 1 if start else None : -1], size)
+    else:
+        for method, start, end, size in runs:
+            method(keys[start:end], size)
 
 
 class Blocks:

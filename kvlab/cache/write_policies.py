@@ -22,6 +22,7 @@ what every engine does.
 from dataclasses import dataclass, fields
 
 from .prefix import PrefixCache, check_settings, choose
+from .tiers import DISK_SETTINGS, Tiered, disk_policy
 
 __all__ = [
     "CACHE_SETTINGS",
@@ -148,10 +149,11 @@ LMCACHE_SWITCHES = ("touch_cpu_on_gpu_hit", "re_store_on_gpu_hit")
 
 @dataclass(frozen=True, kw_only=True)
 class CacheSettings:
-    """A two-tier cache's settings: rooms in tokens (a CPU room of 0: no CPU tier), block rules, write and eviction
-    policies, LMCache's switches. The fields are the flags (``--gpu-tokens`` ...) and the config keys, in the order
-    the replay reports them, with the flags' defaults (``--block-tokens``'s: the workload's block). A bad setting,
-    or settings that do not go together, is a ValueError with the message the cache itself gives."""
+    """A cache's settings: rooms in tokens (a CPU room of 0: no CPU tier), block rules, write and eviction policies,
+    LMCache's switches, and a disk tier below (``kvlab/cache/tiers.py``; a room of 0: none). The fields are the flags
+    (``--gpu-tokens`` ...) and the config keys, in the order the replay reports them, with the flags' defaults
+    (``--block-tokens``'s: the workload's block). A bad setting, or settings that do not go together, is a ValueError
+    with the message the cache itself gives."""
 
     gpu_tokens: int
     cpu_tokens: int = 0
@@ -163,6 +165,8 @@ class CacheSettings:
     cpu_eviction: str = "lru"
     touch_cpu_on_gpu_hit: bool = False
     re_store_on_gpu_hit: bool = False
+    disk_tokens: int = 0
+    disk_eviction: str = "lru"
 
     def __post_init__(self):
         choose("write_policy", self.write_policy, WRITE_POLICIES)
@@ -175,20 +179,38 @@ class CacheSettings:
             ("cpu_eviction", self.cpu_eviction, self.cpu_tokens),
         )
         check_settings(self.block_tokens, self.partial_blocks, self.eviction_order, tiers)
+        if self.disk_tokens < 0:
+            raise ValueError(f"disk_tokens must be >= 0, got {self.disk_tokens!r}")
+        disk_policy(self.disk_eviction, self.partial_blocks)
 
     def policies(self):
         """The settings besides the rooms and the block (:data:`CACHE_SETTINGS`), by name."""
         return {name: getattr(self, name) for name in CACHE_SETTINGS}
 
     def describe(self):
-        """Every setting by name, in the order the replay reports them."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        """Every setting by name, in the order the replay reports them; the disk tier's only where there is one."""
+        shown = {field.name: getattr(self, field.name) for field in fields(self)}
+        if not self.disk_tokens:
+            for name in DISK_SETTINGS:
+                del shown[name]
+        return shown
 
     def build(self, workload=None, blocks=None):
         """The engine (a :class:`kvlab.cache.interface.Engine`). With ``workload`` (whose blocks must be
         ``block_tokens`` long), the compiled one where it has these settings and compiling pays for the workload's
         size (the replay's choice: ``kvlab/cache/compiled.py``); else the reference engine of the write policy, its
         rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`)."""
+        if not self.disk_tokens:
+            return self._two_tiers(workload, blocks)
+        if blocks is not None:
+            raise ValueError("a disk tier counts its room in tokens: not with rooms in bytes (window_rule in-window)")
+        if workload is not None and workload.block_tokens != self.block_tokens:
+            raise ValueError(f"the workload's blocks are {workload.block_tokens} tokens, not {self.block_tokens}")
+        # The reference engine above the disk: it serves the workload's own keys, request by request, as the disk does.
+        engine = self._two_tiers(None, None)
+        return Tiered(engine, self.disk_tokens, self.disk_eviction, self.partial_blocks, self.eviction_order)
+
+    def _two_tiers(self, workload, blocks):
         rooms = (self.gpu_tokens, self.cpu_tokens, self.block_tokens)
         rules = self.policies()
         policy = WRITE_POLICIES[rules.pop("write_policy")]
@@ -204,8 +226,9 @@ class CacheSettings:
 
 
 ROOMS = ("gpu_tokens", "cpu_tokens", "block_tokens")
-# Every setting of a cache besides its rooms and block size, in the order the replay reports them.
-CACHE_SETTINGS = tuple(field.name for field in fields(CacheSettings) if field.name not in ROOMS)
+# Every setting of a two-tier cache besides its rooms and block size, in the order the replay reports them (the disk
+# tier's, DISK_SETTINGS, are apart: a replay has them only where it has a disk).
+CACHE_SETTINGS = tuple(field.name for field in fields(CacheSettings) if field.name not in ROOMS + DISK_SETTINGS)
 
 
 def make_cache(write_policy, gpu_room, cpu_room, block_tokens, blocks=None, **settings):

@@ -13,11 +13,12 @@ from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.cli.base import UsageError, argument
 from kvlab.cli.types import number_in
 from kvlab.util.memory import memory_size
-from kvlab.workloads import WORKLOADS, whole_number
+from kvlab.workloads import WORKLOADS, switch, whole_number
 
 __all__ = [
     "add_block_rule_arguments",
     "add_cache_policy_arguments",
+    "add_disk_arguments",
     "add_hardware_arguments",
     "add_lmcache_switches",
     "add_memory_argument",
@@ -53,7 +54,8 @@ def add_workload_arguments(parser):
             groups[names] = parser.add_argument_group(f"--workload {names}")
         if option.name == "trace":  # a file: never also an output
             parser.inputs.append(option.name)
-        groups[names].add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help)
+        bare = {"nargs": "?", "const": "true"} if option.type is switch else {}  # a benchmark's on/off flag alone
+        groups[names].add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help, **bare)
 
 
 def add_memory_argument(parser):
@@ -120,6 +122,26 @@ def add_cache_policy_arguments(group):
     add_lmcache_switches(group)
 
 
+def add_disk_arguments(group):
+    """The third tier below the CPU (kvlab/cache/tiers.py): its room and eviction policy."""
+    from kvlab.cli.types import tokens
+
+    group.add_argument(
+        "--disk-tokens",
+        type=tokens,
+        default=DEFAULT["disk_tokens"],
+        help="room of a disk (or remote) tier below the CPU, in tokens, written through with every block neither tier"
+        " above served; 0 = none (default)",
+    )
+    online = [name for name, policy in EVICTION_POLICIES.items() if not policy.offline]
+    group.add_argument(
+        "--disk-eviction",
+        choices=online,
+        default=DEFAULT["disk_eviction"],
+        help="eviction policy of the disk tier (default %(default)s, LMCache's local disk)",
+    )
+
+
 def add_lmcache_switches(group):
     """LMCache's behaviour on write-through (kvlab/cache/write_policies.py)."""
     group.add_argument(
@@ -167,6 +189,10 @@ HARDWARE_HELP = {  # kvlab.latency.hardware.HardwareSettings' fields as flags
     "layerwise": "LMCache's use_layerwise: load layer by layer beside the compute (--engine lmcache)",
     "all_reduce": "the roofline's tensor-parallel all-reduces: ring (default) or none (Mooncake's Eq. 2 assumes none)",
     "kv_dtype": "the element the KV cache is stored in (default %(default)s)",
+    "disk_medium": "the disk tier's medium: nvme (default) or rdma (a remote store), its read figures"
+    " (kvlab/latency/transfer.py DISK_MEDIA)",
+    "disk_gbps": "the disk tier's read peak in GB/s (default: the medium's)",
+    "disk_us": "the disk tier's microseconds per block read (default: the medium's)",
 }
 
 

@@ -1,5 +1,6 @@
-"""``kvlab mrc``: the exact LRU curve of the GPU tier at every GPU room, or with ``--gpu-tokens`` the CPU
-tier's (write-through) at that GPU room; prints the cliffs as JSON, and writes the curve as CSV to FILE."""
+"""``kvlab mrc``: the exact LRU curve of the GPU tier at every GPU room, with ``--gpu-tokens`` the CPU tier's
+(write-through) at that GPU room, and with ``--cpu-tokens`` too the disk tier's below both; prints the cliffs as
+JSON, and writes the curve as CSV to FILE."""
 
 from kvlab.api import curves
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
@@ -15,7 +16,7 @@ from kvlab.cli.types import block_tokens, tokens
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    cache = parser.add_argument_group("cache (LRU on both tiers, write-through)")
+    cache = parser.add_argument_group("cache (LRU on every tier, write-through)")
     cache.add_argument(
         "--block-tokens",
         type=block_tokens,
@@ -24,6 +25,11 @@ def build_parser(prog):
     add_block_rule_arguments(cache)
     cache.add_argument(
         "--gpu-tokens", type=tokens, help="the CPU tier's curve at this GPU room in tokens (default: the GPU tier's)"
+    )
+    cache.add_argument(
+        "--cpu-tokens",
+        type=tokens,
+        help="with --gpu-tokens: the disk tier's curve below this CPU room in tokens (kvlab/cache/tiers.py)",
     )
     cache.add_argument(
         "--target-hit-ratio",

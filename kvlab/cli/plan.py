@@ -78,6 +78,16 @@ def add_plan_arguments(parser, grid=False):
             default=decimal_gib(0),
             help=f"CPU offload budget in GiB (2**30 bytes; default 0, at most {MAX_GIB})",
         )
+    if grid:  # kvlab plan's: a disk tier below the CPU
+        disk = cache.add_mutually_exclusive_group()
+        disk.add_argument(
+            "--disk-gib",
+            type=gib_amounts,
+            help="a disk (or remote) tier below the CPU, per GPU in GiB (2**30 bytes), written through with every"
+            " block neither tier above served (kvlab/cache/tiers.py); a comma-separated list plans each",
+        )
+        disk.add_argument("--disk-tokens", type=tokens, help="instead: the disk tier's room in tokens")
+        deprecated(parser, "--disk-gb", "--disk-gib")
     deprecated(parser, "--gpu-gb", "--gpu-gib")
     deprecated(parser, "--cpu-gb", "--cpu-gib")
     add_write_policy_argument(
@@ -147,7 +157,7 @@ def execute(args, parser):
 
     keys = [key for key in (*PLAN_FLAGS, *plans.PLAN_SETTINGS, "max_memory") if key not in plans.HARDWARE_SETTINGS]
     settings = {key: getattr(args, key) for key in keys}
-    settings |= {key: one_or_list(settings[key]) for key in ("cpu_gib", "cpu_gib_per_node")}
+    settings |= {key: one_or_list(settings[key]) for key in ("cpu_gib", "cpu_gib_per_node", "disk_gib")}
     result = plans.plan(workload=args.workload, **workload_options(args), **settings, **hardware_given(args))
     if isinstance(result, plans.Plan):
         return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)

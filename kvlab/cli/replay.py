@@ -8,7 +8,13 @@ import sys
 from kvlab.api import replays
 from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cli.base import Outputs, Parser, run, summary
-from kvlab.cli.flags import add_cache_policy_arguments, add_memory_argument, add_workload_arguments, workload_options
+from kvlab.cli.flags import (
+    add_cache_policy_arguments,
+    add_disk_arguments,
+    add_memory_argument,
+    add_workload_arguments,
+    workload_options,
+)
 from kvlab.cli.types import block_tokens, tokens
 
 
@@ -21,7 +27,9 @@ def build_parser(prog):
 
 def add_replay_arguments(parser):
     """A replay's setting: the cache, or a server's own design, the workload and the memory stop."""
-    add_cache_arguments(parser.add_argument_group("cache"))
+    cache = parser.add_argument_group("cache")
+    add_cache_arguments(cache)
+    add_disk_arguments(cache)
     server = parser.add_argument_group("a server's own design (instead of the write and eviction policies)")
     server.add_argument(
         "--server",

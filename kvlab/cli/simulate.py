@@ -17,6 +17,7 @@ from kvlab.cli.replay import add_cache_arguments
 from kvlab.cli.types import number_in
 from kvlab.engine.arrivals import Arrivals
 from kvlab.engine.settings import GENERATED_BLOCKS, SCHEDULERS, EngineSettings
+from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.workloads import any_int, whole_number
 
 ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
@@ -70,7 +71,7 @@ def build_parser(prog):
     arrivals.add_argument("--rate", type=positive, help="Poisson arrivals, requests per second")
     arrivals.add_argument("--clients", type=argument(whole_number(1, 10**6)), help="closed-loop clients")
     arrivals.add_argument("--seed", type=argument(any_int), default=0, help="the Poisson draw's seed (default 0)")
-    add_hardware_arguments(parser)
+    add_hardware_arguments(parser, skip=DISK_HARDWARE)
     add_workload_arguments(parser)
     add_memory_argument(parser)
     parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")

@@ -13,6 +13,7 @@ from kvlab.cli.plan import add_plan_arguments, plan_setting
 from kvlab.cli.replay import add_replay_arguments
 from kvlab.cli.types import named_order, named_rooms, rooms, tokens
 from kvlab.latency.calibrate import FACTORS
+from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.latency.ttft import MAX_READS
 from kvlab.sizing.model_size import decimal_gib
 from kvlab.util.files import csv_text, dump_json
@@ -38,7 +39,7 @@ def build_parser(prog):
     breakeven = commands.add_parser("breakeven", help="the GB/s above which loading a prefix beats recomputing it")
     breakeven.set_defaults(parser=breakeven)
     breakeven.add_argument("--prefix-tokens", required=True, type=documents, help="the prefix's tokens")
-    add_hardware_arguments(breakeven)
+    add_hardware_arguments(breakeven, skip=DISK_HARDWARE)
 
     systems = commands.add_parser("systems", help="the GPU systems and engine versions the kernel database covers")
     systems.set_defaults(parser=systems)
@@ -80,7 +81,7 @@ def build_parser(prog):
         action="store_true",
         help="the measurement is generated (the example): it prices its own setting only",
     )
-    add_hardware_arguments(fitting, skip=("model_config",), optional=True)
+    add_hardware_arguments(fitting, skip=("model_config", *DISK_HARDWARE), optional=True)
     fitting.add_argument(
         "--fit-factor",
         dest="fit_factors",
@@ -115,7 +116,7 @@ def build_parser(prog):
     budgets.set_defaults(parser=budgets)
     budgets.add_input("--model", help="the fitted model (fit's JSON); or price from the hardware: --gpu-system")
     add_plan_arguments(budgets)
-    add_hardware_arguments(budgets, skip=("model_config", "tp", "kv_dtype"), optional=True)
+    add_hardware_arguments(budgets, skip=("model_config", "tp", "kv_dtype", *DISK_HARDWARE), optional=True)
     budgets.add_argument(
         "--allow-other-setting",
         action="store_true",
@@ -287,7 +288,7 @@ def breakeven(args):
     from kvlab.api import ttfts
     from kvlab.latency.hardware import settings_names
 
-    settings = {name: getattr(args, name) for name in settings_names()}  # the API checks them as the flags did
+    settings = {name: getattr(args, name) for name in settings_names() if name not in DISK_HARDWARE}  # as the flags did
     return Outputs(stdout=ttfts.ttft_breakeven(prefix_tokens=args.prefix_tokens, **settings))
 
 

@@ -4,8 +4,9 @@ Two uses:
 
 * :func:`lru_curve`: a plain stream of sized accesses through the lab's ``LRUCache``.
 * :func:`tier_curve`: the tokens a tier of the block-level prefix cache serves, per round, at
-  every room of that tier: the GPU tier (the same in every write policy), or the CPU tier of
-  write-through at a fixed GPU room (it sees exactly the blocks the GPU did not serve). Both use
+  every room of that tier: the GPU tier (the same in every write policy), the CPU tier of
+  write-through at a fixed GPU room (it sees exactly the blocks the GPU did not serve), or the disk
+  tier below both at fixed GPU and CPU rooms (it sees exactly what both missed). All use
   LRU and the replay's rules (``kvlab/cache/prefix.py``): a request is looked up before its blocks
   are written, so a block counts when it was present at the lookup and so were all before it.
 
@@ -165,9 +166,12 @@ def tier_curve(
     before_compile=None,
     meter=None,
     method=None,
+    cpu_tokens=None,
 ):
-    """Tokens served per round by the GPU tier (``gpu_tokens`` None) or by the CPU tier of write-through
-    at GPU room ``gpu_tokens``, at every room of that tier (LRU on both tiers). ``before_compile()`` is
+    """Tokens served per round by the GPU tier (``gpu_tokens`` None), by the CPU tier of write-through at GPU room
+    ``gpu_tokens``, or by the disk tier below both at GPU and CPU rooms ``gpu_tokens`` and ``cpu_tokens``
+    (``kvlab/cache/tiers.py``: it sees exactly the blocks the two above did not serve), at every room of that tier
+    (LRU on every tier). ``before_compile()`` is
     called once the workload is read, if the kernels are still to be compiled (to say so); ``meter``
     (:class:`kvlab.util.memory.Meter`) stops a workload too large for the memory allowed. ``method``:
     ``"equal"`` (blocks of one size, ``kvlab/curves/equal_sizes.py``), ``"general"`` (any sizes), or None
@@ -188,11 +192,13 @@ def tier_curve(
     base = np.zeros(rounds, dtype=np.int64)
     if before_compile is not None and not compiled():
         before_compile()
-    if gpu_tokens is not None:  # the GPU alone decides what reaches the CPU
-        gpu = CompiledLRU(gpu_tokens, 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order)
-        served = gpu.served(columns, rounds)
-        first = served[:, 0]
-        base = round_sums(columns.rounds, served[:, 2], rounds)
+    if gpu_tokens is not None:  # the tiers in front alone decide what reaches this one
+        above = CompiledLRU(
+            gpu_tokens, cpu_tokens or 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order
+        )
+        served = above.served(columns, rounds)
+        first = served[:, 0] + served[:, 1]
+        base = round_sums(columns.rounds, served[:, 2] + served[:, 3], rounds)
     equal = equal_sizes(columns, block, keep) and block * (keys + 2) < INFINITY
     small = rounds * (keys + 2) <= 4 * len(columns.keys) + 2**20  # the table of levels per round
     if method == "equal" and not equal:

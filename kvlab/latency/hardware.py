@@ -28,11 +28,20 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from kvlab.latency import roofline
-from kvlab.latency.transfer import COPY_US, UNITS, Link, transfer_unit
+from kvlab.latency.transfer import COPY_US, DISK_HARDWARE, DISK_MEDIA, UNITS, Link, transfer_unit
 from kvlab.sizing.engines import LMCACHE_CHUNK, SGLANG_PAGE
 from kvlab.util.errors import KvlabError, SettingError
 
-__all__ = ["ALL_REDUCES", "CHOICES", "ENGINES", "LATENCY_SOURCES", "NUMBERS", "HardwareModel", "HardwareSettings"]
+__all__ = [
+    "ALL_REDUCES",
+    "CHOICES",
+    "DISK_HARDWARE",
+    "ENGINES",
+    "LATENCY_SOURCES",
+    "NUMBERS",
+    "HardwareModel",
+    "HardwareSettings",
+]
 
 ENGINES = tuple(COPY_US)
 LATENCY_SOURCES = ("auto", "database", "roofline")
@@ -61,8 +70,15 @@ NUMBERS = {
     "link_gbps": (1e-9, 1e9, "a positive number"),
     "copy_us": (0, 1e9, "0 or more microseconds"),
     "link_latency_ms": (0, 1e9, "0 or more ms"),
+    "disk_gbps": (1e-9, 1e9, "a positive number"),
+    "disk_us": (0, 1e9, "0 or more microseconds"),
 }
-CHOICES = {"engine": ENGINES, "latency_source": LATENCY_SOURCES, "all_reduce": ALL_REDUCES}
+CHOICES = {
+    "engine": ENGINES,
+    "latency_source": LATENCY_SOURCES,
+    "all_reduce": ALL_REDUCES,
+    "disk_medium": tuple(DISK_MEDIA),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +101,9 @@ class HardwareSettings:
     layerwise: bool = False
     all_reduce: str = "ring"
     kv_dtype: str = "auto"
+    disk_medium: str = "nvme"
+    disk_gbps: float | None = None  # default: the medium's (kvlab/latency/transfer.py DISK_MEDIA)
+    disk_us: float | None = None  # default: the medium's, per block read
 
     def __post_init__(self):
         for name, choices in CHOICES.items():
@@ -100,11 +119,38 @@ class HardwareSettings:
             if value is not None and (isinstance(value, bool) or not low <= value <= high):
                 raise SettingError(f"argument --{name.replace('_', '-')}: expected {what}, got {value!r}")
 
+    def disk_flag(self):
+        """The first disk-read setting given away from its default (``--disk-medium`` ...), or None: a setting that
+        prices a disk tier's reads means nothing where there is no disk tier."""
+        for name in DISK_HARDWARE:
+            if getattr(self, name) != DISK_DEFAULTS[name]:
+                return "--" + name.replace("_", "-")
+        return None
+
     def efficiencies(self):
         return roofline.Efficiency(self.efficiency, self.memory_efficiency, self.overhead_ms)
 
     def replace(self, **changes):
         return HardwareSettings(**{**asdict(self), **changes})
+
+
+DISK_DEFAULTS = {setting.name: setting.default for setting in fields(HardwareSettings) if setting.name in DISK_HARDWARE}
+
+
+def no_disk_pricing(settings, where):
+    """SettingError when ``settings`` (:class:`HardwareSettings`) price a disk tier that ``where`` has none of."""
+    flag = settings.disk_flag()
+    if flag is not None:
+        raise SettingError(f"argument {flag}: prices a disk tier's reads, which {where}")
+
+
+def disk_link(settings):
+    """The disk tier's read (:class:`kvlab.latency.transfer.Link`: peak, microseconds per block) of ``settings``."""
+    peak, per_block = DISK_MEDIA[settings.disk_medium]
+    return Link(
+        settings.disk_gbps if settings.disk_gbps is not None else peak,
+        settings.disk_us if settings.disk_us is not None else per_block,
+    )
 
 
 def settings_names():
@@ -139,6 +185,7 @@ class HardwareModel:
         peak = settings.link_gbps if settings.link_gbps is not None else self.system.pcie_bw / 1e9
         copy = settings.copy_us if settings.copy_us is not None else COPY_US[settings.engine]
         self.link = Link(peak, copy, settings.link_latency_ms)
+        self.disk = disk_link(settings)
         self.prefill_ms = functools.lru_cache(maxsize=1 << 16)(self._prefill_ms)
 
     def with_settings(self, settings):
@@ -153,6 +200,7 @@ class HardwareModel:
             settings.copy_us if settings.copy_us is not None else self.link.copy_us,
             settings.link_latency_ms,
         )
+        model.disk = disk_link(settings)
         model.prefill_ms = functools.lru_cache(maxsize=1 << 16)(model._prefill_ms)
         return model
 
@@ -179,8 +227,9 @@ class HardwareModel:
         """``database`` or ``roofline``: what priced the prefills."""
         return "database" if self.database is not None else "roofline"
 
-    def describe(self):
-        """What priced what, for every output: the prefill's source, the link, the engine's composition."""
+    def describe(self, disk=False):
+        """What priced what, for every output: the prefill's source, the link, the engine's composition (and with
+        ``disk``, the disk tier's reads)."""
         settings = self.settings
         rule = "lmcache-layerwise" if settings.layerwise else settings.engine
         if self.database is not None:
@@ -203,6 +252,7 @@ class HardwareModel:
                 "copy_from": "--copy-us" if settings.copy_us is not None else "kvlab/latency/transfer.py (vllm#33398)",
                 "unit": UNITS[settings.engine],
             },
+            **({"disk": self.describe_disk()} if disk else {}),
             "composition": COMPOSITION[rule],
             "model_config": Path(settings.model_config).as_posix(),
             "gpu_system": self.system.name,
@@ -220,6 +270,23 @@ class HardwareModel:
         kv = {"tp": settings.tp, "reduce": settings.all_reduce, "kv_dtype": settings.kv_dtype}
         return roofline.prefill_ms(self.shape, self.system, factors, tokens, cached, **kv)
 
+    def describe_disk(self):
+        settings = self.settings
+        given = [flag for flag in ("disk_gbps", "disk_us") if getattr(settings, flag) is not None]
+        return {
+            "medium": settings.disk_medium,
+            "peak_gbps": self.disk.peak_gbps,
+            "us_per_block": self.disk.copy_us,
+            "from": ", ".join("--" + flag.replace("_", "-") for flag in given)
+            or "kvlab/latency/transfer.py DISK_MEDIA",
+            "composition": "read into host memory before the load to the GPU (LMCache StorageManager.batched_get;"
+            " SGLang --hicache-storage-prefetch-policy wait_complete)",
+        }
+
+    def disk_ms(self, tokens):
+        """Reading ``tokens`` tokens of KV from the disk tier into host memory, a block a read."""
+        return self.disk.ms(tokens * self.bytes_per_token, self.block_tokens * self.bytes_per_token)
+
     def load_ms(self, tokens):
         """Moving ``tokens`` tokens of KV from the CPU tier to one GPU (every rank moves its share at once)."""
         size = tokens * self.bytes_per_token
@@ -236,18 +303,21 @@ class HardwareModel:
         computed = tokens - gpu_tokens - cpu_tokens
         return self.load_ms(computed) if has_cpu and computed > 0 and self.settings.engine == "lmcache" else 0.0
 
-    def parts_ms(self, tokens, gpu_tokens, cpu_tokens, has_cpu=False):
-        """``(load, prefill, ttft)`` of one request, in ms (the TTFT with the store of :meth:`store_ms`)."""
+    def parts_ms(self, tokens, gpu_tokens, cpu_tokens, has_cpu=False, disk_tokens=0):
+        """``(load, prefill, ttft)`` of one request, in ms (the TTFT with the store of :meth:`store_ms`). Tokens from
+        a disk tier are read into host memory first (:meth:`disk_ms`, in ``load``), then loaded as the CPU's are."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0
-        load = self.load_ms(cpu_tokens)
-        prefill = self.prefill_ms(tokens, gpu_tokens + cpu_tokens)
-        store = self.store_ms(tokens, gpu_tokens, cpu_tokens, has_cpu)
+        loaded = cpu_tokens + disk_tokens
+        load = self.load_ms(loaded)
+        prefill = self.prefill_ms(tokens, gpu_tokens + loaded)
+        store = self.store_ms(tokens, gpu_tokens, loaded, has_cpu)
         if self.layer_by_layer:
             ttft = max(load, prefill) + (min(load, prefill) + store) / self.layers
         else:
             ttft = load + prefill + store
-        return load, prefill, ttft
+        read = self.disk_ms(disk_tokens) if disk_tokens else 0.0
+        return load + read, prefill, ttft + read
 
     def predict_mix(self, tokens, gpu_tokens, cpu_tokens, has_cpu=True):
         """The TTFT of one request (the per-tier model's interface: kvlab/latency/model.py)."""

@@ -18,9 +18,13 @@ def price_requests(model, parts, has_cpu=False):
     ``parts`` (:func:`kvlab.loop.replay`'s ``per_request`` list), in replay order; ``model`` has
     ``parts_ms(tokens, gpu_tokens, cpu_tokens, has_cpu) -> (load_ms, prefill_ms, ttft_ms)``; ``has_cpu``: the cache
     has a CPU tier (LMCache's blocking store then counts)."""
-    from kvlab.loop import rows_of
+    from kvlab.loop import ROW, rows_of
 
     priced = []
+    if parts and "disk_hit_tokens" in parts[0]:  # a disk tier below (kvlab/cache/tiers.py): its tokens read first
+        for index, _, _, tokens, gpu, cpu, disk in rows_of(parts, (*ROW, "disk_hit_tokens")):
+            priced.append((index, tokens, gpu, cpu + disk, *model.parts_ms(tokens, gpu, cpu, has_cpu, disk)))
+        return priced
     for index, _, _, tokens, gpu, cpu in rows_of(parts):
         priced.append((index, tokens, gpu, cpu, *model.parts_ms(tokens, gpu, cpu, has_cpu)))
     return priced

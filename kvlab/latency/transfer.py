@@ -11,12 +11,20 @@ request's pages per kernel.
 import math
 from dataclasses import dataclass
 
-__all__ = ["COPY_US", "UNITS", "Link", "transfer_unit"]
+__all__ = ["COPY_US", "DISK_HARDWARE", "DISK_MEDIA", "UNITS", "Link", "transfer_unit"]
 
 # Per copy, microseconds: vLLM's fitted so that its 16-token blocks of Llama-3.1-8B (32 KiB per layer's K or V)
 # move at vllm#33398's 5 GB/s over a 64 GB/s link: 32768 / 5e9 - 32768 / 64e9 = 6.04 us; a kernel launch for
 # the kernel-based connectors (LMCache, SGLang HiCache).
 COPY_US = {"vllm": 6.04, "lmcache": 5.0, "sglang": 5.0}
+# A disk or remote tier's read into host memory, by medium: (peak GB/s, microseconds per block read), each block one
+# read (LMCache's local disk: a file per chunk, local_disk_backend.py; HiCache's file backend: a file per page).
+# nvme: a PCIe Gen4 NVMe SSD at Samsung PM1733's 7,000 MB/s sequential read (Mooncake's SSD offload benchmark rig,
+# kvcache-ai/Mooncake docs/source/performance/mooncake/ssd-offload-benchmark-results.md); 80 us a read is an assumed
+# figure (no source at hand states one). rdma: a Mooncake store over one 200 Gb/s NIC, 21.8 GB/s (its README: 87 GB/s
+# on 4 x 200 Gbps); 5 us a transfer is an assumed figure (its docs give no small-message latency).
+DISK_MEDIA = {"nvme": (7.0, 80.0), "rdma": (21.8, 5.0)}
+DISK_HARDWARE = ("disk_medium", "disk_gbps", "disk_us")  # HardwareSettings' fields that price a disk tier's reads
 UNITS = {
     "vllm": "a block of one layer's K or V (block_tokens x kv heads x head dim)",
     "lmcache": "a chunk of every layer (chunk tokens x KV bytes per token)",

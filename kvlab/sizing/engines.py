@@ -30,7 +30,7 @@ from fractions import Fraction
 
 from kvlab.util.numbers import GIB
 
-__all__ = ["ENGINES", "effective_bytes", "engine_settings"]
+__all__ = ["ENGINES", "disk_settings", "effective_bytes", "engine_settings"]
 
 
 GB = 10**9  # SGLang's "gigabytes": decimal
@@ -78,6 +78,56 @@ def granularity_note(engine, chunks, engine_tokens, replay_tokens, trace_tokens)
         f"the replay's unit ({why}) is coarser than {engine}'s {engine_tokens}-token {chunks}:"
         f" the hit ratio is for {replay_tokens}-token blocks"
     )
+
+
+DISK_PATH = "/mnt/nvme/kvcache/"  # where the settings put a disk tier: a placeholder for the user's local NVMe drive
+
+
+def disk_settings(engine, disk_gib, tp, flags, block_tokens):
+    """``(flags, environment, notes)`` that give ``engine`` a disk tier of ``disk_gib`` GiB per GPU below the CPU tier
+    that ``flags`` (the engine's CPU settings) set up; docs/tiers.md has each rule's source.
+
+    * LMCache: ``local_disk`` (``file://`` path) and ``max_local_disk_size`` in GiB (``1024**3``,
+      ``local_disk_backend.py``) per rank; every chunk is written to every backend (``StorageManager.batched_put``).
+    * SGLang: HiCache's L3 ``--hicache-storage-backend file``, written through from host memory as each GPU->host copy
+      completes (``hiradix_cache.py`` ``writing_check``), prefetched whole before the request runs
+      (``--hicache-storage-prefetch-policy wait_complete``, as the Mooncake SSD benchmark ran it; the default
+      ``timeout`` may run with part of it); its room ``SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE`` per rank, LRU (the
+      file backend's ``LRUFileEvictor``: unset, it is unbounded).
+    * vLLM: ``OffloadingConnector`` with ``TieringOffloadingSpec``: a CPU tier of ``cpu_bytes_to_use`` (all ranks) and
+      an ``fs`` secondary tier each stored block cascades to (``vllm/v1/kv_offload/tiering/manager.py``); the fs tier
+      has no room setting and evicts nothing."""
+    size = gib_text(Decimal(str(disk_gib)))
+    notes = [f"the disk path {DISK_PATH} is a placeholder: point it at a local NVMe drive"]
+    if engine == "lmcache":
+        return flags, {"LMCACHE_LOCAL_DISK": f"file://{DISK_PATH}", "LMCACHE_MAX_LOCAL_DISK_SIZE": size}, notes
+    if engine == "sglang":
+        flags = [*flags, "--hicache-storage-backend", "file", "--hicache-storage-prefetch-policy", "wait_complete"]
+        environment = {
+            "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR": DISK_PATH,
+            "SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE": f"{size}Gi",
+        }
+        notes.append(
+            "SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE is per rank; SGLang versions before its file evictor ignore it"
+        )
+        return flags, environment, notes
+    if engine == "vllm":
+        total = Decimal(flags[flags.index("--kv-offloading-size") + 1])
+        spec = {
+            "spec_name": "TieringOffloadingSpec",
+            "cpu_bytes_to_use": int(total * GIB),
+            "block_size": block_tokens,
+            "eviction_policy": "lru",
+            "secondary_tiers": [{"type": "fs", "root_dir": DISK_PATH}],
+        }
+        connector = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_extra_config": spec}
+        notes.append(
+            f"vLLM's fs tier has no room setting and never evicts: give it {size} GiB per GPU"
+            f" ({gib_text(Decimal(size) * tp)} GiB in all) of its own disk, or use LMCache's capped disk"
+            " (--engine lmcache)"
+        )
+        return ["--kv-transfer-config", json.dumps(connector)], {}, notes
+    raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
 
 
 def engine_settings(

@@ -34,7 +34,7 @@ from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
 from kvlab.loop import ratio, replay
-from kvlab.sizing.engines import effective_bytes, engine_settings
+from kvlab.sizing.engines import disk_settings, effective_bytes, engine_settings
 from kvlab.sizing.model_size import gib, no_tokens, tokens_in
 
 __all__ = ["Planner", "model_name", "plan", "plan_cache", "plan_rooms", "table"]
@@ -42,7 +42,46 @@ __all__ = ["Planner", "model_name", "plan", "plan_cache", "plan_rooms", "table"]
 INCLUSIVE = ("write-through", "selective")  # the CPU keeps copies of blocks the GPU stores
 
 
-class Planner:
+class TierPlanner:
+    """What a room of one tier gives, the rooms in front fixed: its exact curve (``curve``, under write-through), or
+    replays (``per_round``) and bisection, which assumes more room never serves less."""
+
+    curve = None  # write-through: the tier's exact curve (its base: what the tiers in front serve per round)
+
+    def per_round(self, room):
+        raise NotImplementedError
+
+    def unlimited(self):
+        """A room that never evicts."""
+        raise NotImplementedError
+
+    def hit_tokens(self, room):
+        return sum(sum(row[1:]) for row in self.per_round(room))
+
+    @cached_property
+    def most_hits(self):
+        """The hit tokens of an unlimited room."""
+        if self.curve is not None:
+            return int(self.curve.base.sum() + self.curve.final().sum())
+        return self.hit_tokens(self.unlimited())
+
+    def smallest(self, hits):
+        """The smallest room at which the hit tokens reach ``hits``; None if no room does."""
+        if self.curve is not None:
+            return self.curve.smallest_reaching(hits - int(self.curve.base.sum()))
+        if self.most_hits < hits:
+            return None
+        low, high = 0, self.unlimited()
+        while low < high:
+            middle = (low + high) // 2
+            if self.hit_tokens(middle) >= hits:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+
+class Planner(TierPlanner):
     """The workload and the GPU room fixed; what a CPU room gives, per round. Rooms are in tokens, or in bytes
     with ``costs`` (:class:`kvlab.cache.costs.WindowCosts`)."""
 
@@ -62,25 +101,24 @@ class Planner:
         self.write_policy = write_policy
         self.costs = costs
         self.rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
-        self.curve = None  # write-through: the CPU tier's exact curve (its base: the GPU's tokens per round)
         if write_policy == "write-through" and costs is None:
             self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_room, before_compile, meter)
 
-    def per_round(self, cpu_room):
+    def per_round(self, room):
         """``(input, GPU, CPU)`` tokens per round at this CPU room."""
         if self.curve is None:
             block = self.workload.block_tokens
             if self.costs is None:
-                rooms = {"gpu_tokens": self.gpu_room, "cpu_tokens": cpu_room, "block_tokens": block}
+                rooms = {"gpu_tokens": self.gpu_room, "cpu_tokens": room, "block_tokens": block}
                 cache = CacheSettings(**rooms, write_policy=self.write_policy, **self.rules).build()
             else:  # the reference engine with rooms in bytes
-                cache = make_cache(self.write_policy, self.gpu_room, cpu_room, block, blocks=self.costs, **self.rules)
+                cache = make_cache(self.write_policy, self.gpu_room, room, block, blocks=self.costs, **self.rules)
             return [(row[2], row[5], row[6]) for row in replay(self.workload, cache)]
         curve = self.curve
-        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(cpu_room), strict=True)]
+        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(room), strict=True)]
 
-    def hit_tokens(self, cpu_room):
-        return sum(gpu + cpu for _, gpu, cpu in self.per_round(cpu_room))
+    def unlimited(self):
+        return self.unlimited_cpu
 
     @cached_property
     def unlimited_cpu(self):
@@ -89,28 +127,44 @@ class Planner:
         replay(self.workload, stored)
         return stored.room
 
-    def smallest_cpu(self, hits):
-        """The smallest CPU room at which the hit tokens reach ``hits``; None if no room does."""
-        if self.curve is not None:
-            return self.curve.smallest_reaching(hits - int(self.curve.base.sum()))
-        high = self.unlimited_cpu
-        if self.most_hits < hits:
-            return None
-        low = 0
-        while low < high:  # bisection: more CPU is assumed never to serve less
-            middle = (low + high) // 2
-            if self.hit_tokens(middle) >= hits:
-                high = middle
-            else:
-                low = middle + 1
-        return low
 
-    @cached_property
-    def most_hits(self):
-        """The hit tokens of an unlimited CPU."""
-        if self.curve is not None:
-            return int(self.curve.base.sum() + self.curve.final().sum())
-        return self.hit_tokens(self.unlimited_cpu)
+class DiskPlanner(TierPlanner):
+    """The workload, the GPU and the CPU rooms fixed (in tokens); what a disk room gives, per round
+    (``kvlab/cache/tiers.py``): under write-through the disk's exact curve at those rooms."""
+
+    def __init__(self, planner, cpu_room, before_compile=None, meter=None):
+        if planner.costs is not None:
+            raise ValueError(
+                "a disk tier counts its room in tokens of all layers: plan it with --window-rule all-layers"
+            )
+        self.planner, self.cpu_room = planner, cpu_room
+        rules = planner.rules
+        if planner.write_policy == "write-through":
+            self.curve = tier_curve(
+                planner.workload,
+                rules["partial_blocks"],
+                rules["eviction_order"],
+                planner.gpu_room,
+                before_compile,
+                meter,
+                cpu_tokens=cpu_room,
+            )
+
+    def per_round(self, room):
+        """``(input, GPU, CPU, disk)`` tokens per round at this disk room."""
+        planner = self.planner
+        above = planner.per_round(self.cpu_room)
+        if self.curve is not None or not room:
+            disk = self.curve.at(room) if self.curve is not None else [0] * len(above)
+            return [(*row, int(hits)) for row, hits in zip(above, disk, strict=True)]
+        rooms = {"gpu_tokens": planner.gpu_room, "cpu_tokens": self.cpu_room, "disk_tokens": room}
+        settings = CacheSettings(
+            **rooms, block_tokens=planner.workload.block_tokens, write_policy=planner.write_policy, **planner.rules
+        )
+        return [(row[2], row[5], row[6], row[8]) for row in replay(planner.workload, settings.build())]
+
+    def unlimited(self):
+        return self.planner.unlimited_cpu  # every distinct block the workload stores
 
 
 class StoredBlocks:
@@ -141,6 +195,24 @@ class StoredBlocks:
         return 0, 0, 0, 0
 
 
+def disk_budgets(disk, inputs, target, per_token):
+    """The disk's budgets at the plan's GPU and CPU rooms: its hit ratio unlimited, its room for full reuse (and for
+    ``target``), in tokens and GiB."""
+    most = disk.most_hits
+    full = disk.smallest(most)
+    found = {
+        "disk_max_token_hit_ratio": ratio(most, inputs),
+        "disk_tokens_for_full_reuse": full,
+        "disk_gib_for_full_reuse": gib(full, per_token),
+    }
+    if target is not None:
+        need = math.ceil(Fraction(str(target)) * inputs)
+        room = disk.smallest(need) if need <= most else None
+        found["disk_tokens_for_target"] = room
+        found["disk_gib_for_target"] = None if room is None else gib(room, per_token)
+    return found
+
+
 def inclusive_note(write_policy, cache, inputs, gpu_hits, cpu_hits):
     """Said when an inclusive CPU tier is no larger than the GPU's: it holds copies of what the GPU holds, and
     serves only blocks the GPU evicted while their CPU copy stayed (the simulator's figure, often none)."""
@@ -156,14 +228,16 @@ def inclusive_note(write_policy, cache, inputs, gpu_hits, cpu_hits):
     )
 
 
-def round_figures(name, inputs, gpu, cpu):
+def round_figures(name, inputs, gpu, cpu, *disk):
+    """A round's figures; with ``disk`` (its one figure), the disk tier's as well."""
     return {
         "round": name,
         "input_tokens": inputs,
         "gpu_hit_tokens": gpu,
         "cpu_hit_tokens": cpu,
-        "computed_tokens": inputs - gpu - cpu,
-        "token_hit_ratio": ratio(gpu + cpu, inputs),
+        **({"disk_hit_tokens": disk[0]} if disk else {}),
+        "computed_tokens": inputs - gpu - cpu - sum(disk),
+        "token_hit_ratio": ratio(gpu + cpu + sum(disk), inputs),
     }
 
 
@@ -193,14 +267,17 @@ def plan_cache(
     partial_blocks,
     eviction_order,
     window_rule="all-layers",
+    disk_tokens=None,
 ):
-    """The two-tier cache a plan's figures are those of (its rooms, its rules), to replay ``workload`` through
-    request by request (``kvlab.loop.replay`` with a ``per_request`` list): what prices a plan's TTFT."""
+    """The cache a plan's figures are those of (its rooms, its rules; a disk tier of ``disk_tokens`` below, where
+    given), to replay ``workload`` through request by request (``kvlab.loop.replay`` with a ``per_request`` list):
+    what prices a plan's TTFT."""
     _, _, costs, gpu_room, cpu_room = plan_rooms(shape, tp, kv_dtype, gpu_tokens, cpu_gib, window_rule)
     rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
     if costs is not None:  # the reference engine with rooms in bytes, as Planner.per_round's
         return make_cache(write_policy, gpu_room, cpu_room, workload.block_tokens, blocks=costs, **rules)
     rooms = {"gpu_tokens": gpu_room, "cpu_tokens": cpu_room, "block_tokens": workload.block_tokens}
+    rooms["disk_tokens"] = disk_tokens or 0
     return CacheSettings(**rooms, write_policy=write_policy, **rules).build(workload)
 
 
@@ -221,11 +298,15 @@ def plan(
     engine=None,
     window_rule="all-layers",
     chunk_tokens=None,
+    disk_gib=None,
+    disk_tokens=None,
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
     :func:`tier_curve`'s. Rooms and budgets are per GPU; ``gpu_tokens`` counts tokens of all layers.
     ``chunk_tokens`` is the chunk asked for (``--chunk-tokens``; None: none), which the engine's settings carry;
-    the replay's unit is the workload's ``block_tokens``. ValueError, in words, for a model with no KV per token."""
+    the replay's unit is the workload's ``block_tokens``. With ``disk_gib`` or ``disk_tokens`` (per GPU) a disk tier
+    below the CPU (``kvlab/cache/tiers.py``): its figures per round at that room and the disk room for full reuse
+    (and the target) at the plan's GPU and CPU rooms. ValueError, in words, for a model with no KV per token."""
     refused = no_tokens(shape)
     if refused:
         raise ValueError(refused)
@@ -241,10 +322,16 @@ def plan(
         return math.floor(amount / per_token) if costs is None else math.floor(amount)
 
     planner = Planner(workload, gpu_room, write_policy, partial_blocks, eviction_order, before_compile, meter, costs)
-    rows = planner.per_round(cpu_room)
-    totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0, 0, 0]
+    disk = None
+    if disk_gib is not None or disk_tokens is not None:
+        disk_room = disk_tokens if disk_tokens is not None else tokens_in(disk_gib, per_token)
+        disk = DiskPlanner(planner, cpu_room, before_compile, meter)
+        rows = disk.per_round(disk_room)
+    else:
+        rows = planner.per_round(cpu_room)
+    totals = [sum(column) for column in zip(*rows, strict=True)] if rows else [0] * (3 if disk is None else 4)
     most = planner.most_hits
-    full = planner.smallest_cpu(most)
+    full = planner.smallest(most)
     rules = {"window_rule": window_rule} if shape.window_layers else {}
     trace_tokens = getattr(getattr(workload, "format", None), "block_tokens", None)  # a trace's hash blocks
     result = {
@@ -263,6 +350,7 @@ def plan(
             "gpu_gib": gib(gpu_tokens, per_token),
             "cpu_gib": float(cpu_gib),
             "cpu_tokens": cpu_tokens,
+            **({} if disk is None else {"disk_gib": gib(disk_room, per_token), "disk_tokens": disk_room}),
         },
         **{key: value for key, value in round_figures("all", *totals).items() if key != "round"},
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],
@@ -272,22 +360,33 @@ def plan(
     }
     if target is not None:
         need = math.ceil(Fraction(str(target)) * totals[0])  # the ratio as written: 0.9 is 9/10
-        found = planner.smallest_cpu(need) if need <= most else None
+        found = planner.smallest(need) if need <= most else None
         result["target_hit_ratio"] = target
         result["cpu_tokens_for_target"] = tokens_of(found)
         result["cpu_gib_for_target"] = None if found is None else gib_of(found)
+    if disk is not None:
+        result |= disk_budgets(disk, totals[0], target, per_token)
     if write_policy in INCLUSIVE and 0 < cpu_room <= gpu_room:
-        result["notes"] = [inclusive_note(write_policy, result["cache"], *totals)]
+        result["notes"] = [inclusive_note(write_policy, result["cache"], *totals[:3])]
     if engine is not None:
         settings = engine_settings(
             engine, cpu_gib, tp, chunk_tokens, write_policy, shape, kv_dtype, workload.block_tokens, trace_tokens
         )
         room = room_of(effective_bytes(engine, cpu_gib))
-        given = totals if room == cpu_room else [sum(column) for column in zip(*planner.per_round(room), strict=True)]
-        given = given or [0, 0, 0]
+        if room == cpu_room:
+            given = totals
+        else:  # the plan's figures at the CPU room the setting gives
+            rows = DiskPlanner(planner, room).per_round(disk_room) if disk else planner.per_round(room)
+            given = [sum(column) for column in zip(*rows, strict=True)] or [0, 0, 0]
         notes = settings.pop("notes")
+        if disk is not None:
+            block = chunk_tokens or workload.block_tokens
+            flags, environment, said = disk_settings(engine, result["cache"]["disk_gib"], tp, settings["flags"], block)
+            settings["flags"] = flags
+            settings["environment"] = settings["environment"] | environment
+            notes += said
         settings["cpu_tokens"] = math.floor(effective_bytes(engine, cpu_gib) / per_token)
-        settings["token_hit_ratio"] = ratio(given[1] + given[2], given[0])
+        settings["token_hit_ratio"] = ratio(sum(given[1:]), given[0])
         if room != cpu_room and given[0]:
             notes.append(
                 f"at what the setting gives ({settings['cpu_gib_effective']} GiB per GPU) the hit ratio is"
@@ -322,20 +421,40 @@ def table(result):
         + (f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""),
         "",
     ]
+    if "disk_tokens" in cache:
+        lines.insert(2, f"disk: {cache['disk_gib']} GiB = {cache['disk_tokens']:,} tokens, below the CPU, LRU")
     rows = pd.DataFrame([*result["rounds"], {**result, "round": "all"}])
-    rows = rows[["round", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "token_hit_ratio"]]
-    rows.columns = ["round", "input", "from GPU", "from CPU", "recomputed", "hit ratio"]
+    disk = ["disk_hit_tokens"] if "disk_tokens" in cache else []
+    rows = rows[
+        ["round", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", *disk, "computed_tokens", "token_hit_ratio"]
+    ]
+    rows.columns = [
+        "round",
+        "input",
+        "from GPU",
+        "from CPU",
+        *(["from disk"] if disk else []),
+        "recomputed",
+        "hit ratio",
+    ]
     lines.append(rows.to_string(index=False))
     lines.append("")
-    full = result["cpu_tokens_for_full_reuse"]
-    lines.append(
-        f"full reuse (hit ratio {result['max_token_hit_ratio']}): {result['cpu_gib_for_full_reuse']} GiB of CPU"
-        f" ({full:,} tokens)"
-    )
-    if "target_hit_ratio" in result:
-        found = result["cpu_tokens_for_target"]
-        answer = "unreachable" if found is None else f"{result['cpu_gib_for_target']} GiB of CPU ({found:,} tokens)"
-        lines.append(f"hit ratio {result['target_hit_ratio']}: {answer}")
+    for tier in ("cpu", "disk") if disk else ("cpu",):
+        full = result[f"{tier}_tokens_for_full_reuse"]
+        most = result["max_token_hit_ratio" if tier == "cpu" else "disk_max_token_hit_ratio"]
+        at = "" if tier == "cpu" else " at this CPU room"
+        lines.append(
+            f"full reuse (hit ratio {most}){at}: {result[f'{tier}_gib_for_full_reuse']} GiB of {tier.upper()}"
+            f" ({full:,} tokens)"
+        )
+        if "target_hit_ratio" in result:
+            found = result[f"{tier}_tokens_for_target"]
+            answer = (
+                "unreachable"
+                if found is None
+                else f"{result[f'{tier}_gib_for_target']} GiB of {tier.upper()} ({found:,} tokens)"
+            )
+            lines.append(f"hit ratio {result['target_hit_ratio']}{at}: {answer}")
     lines += [f"note: {note}" for note in result.get("notes", [])]
     if "engine" in result:
         lines += engine_lines(result["engine"])

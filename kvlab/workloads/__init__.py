@@ -15,6 +15,7 @@ hooks) and one line in :data:`WORKLOADS`; a new trace format is one :class:`kvla
 
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,12 +40,21 @@ REPEAT_MODES = ("tile", "interleave", "random")
 TIMESTAMP_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}  # a requests trace's --timestamp-unit: seconds per unit
 HASH_CHAININGS = ("chained", "per-block")  # a requests trace's --hash-chaining (kvlab/workloads/requests.py)
 ORDERS = ("fwd", "rev")
+READY_QUEUE_POLICIES = ("random", "fifo")  # bench_multiturn's --ready-queue-policy (kvlab/workloads/benchmarks.py)
 
 MAX_ACCESSES = 10**8  # block accesses of a generated workload (a trace has no such limit: it is streamed)
 
 
 class WorkloadError(ValueError):
     """Bad workload input or settings; the message is the whole one-line explanation."""
+
+
+def too_many_accesses(name, accesses, at_least=False):
+    """The WorkloadError of a generated workload past :data:`MAX_ACCESSES` block accesses."""
+    return WorkloadError(
+        f"workload {name} would make {'at least ' if at_least else ''}{accesses} block accesses; at most"
+        f" {MAX_ACCESSES} are generated (replay a trace for more)"
+    )
 
 
 class Request(NamedTuple):
@@ -115,6 +125,23 @@ def hash_chaining(text):
     if text and text not in HASH_CHAININGS:
         raise ValueError(f"expected {' or '.join(HASH_CHAININGS)}, got {shown(text)}")
     return text
+
+
+def positive_number(value):
+    """A converter to a finite float > 0 (a rate), from a number or its text."""
+    number = float(value) if type(value) in (int, float) or number_text(value) else math.nan
+    if not 0 < number < math.inf:
+        raise ValueError(f"expected a positive number, got {shown(value)}")
+    return number
+
+
+def switch(value):
+    """A converter to a bool from a bool or ``true`` / ``false`` (a benchmark's on/off flag)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"expected true or false, got {shown(value)}")
 
 
 def pass_list(text):
@@ -211,10 +238,7 @@ class DocumentWorkload(Workload):
         """WorkloadError when the workload would make more than :data:`MAX_ACCESSES` block accesses."""
         accesses = len(self) * math.ceil(tokens / self.block_tokens)
         if accesses > MAX_ACCESSES or documents > MAX_ACCESSES:
-            raise WorkloadError(
-                f"workload {self.name} would make {accesses} block accesses; at most {MAX_ACCESSES} are generated"
-                " (replay a trace for more)"
-            )
+            raise too_many_accesses(self.name, accesses)
 
     def blocks_per_document(self):
         raise NotImplementedError
@@ -358,6 +382,249 @@ class LongDocQAWorkload(DocumentWorkload):
 
     def __len__(self):
         return self.num_documents * (1 + self.repeat_count)
+
+
+class ConversationWorkload(Workload):
+    """Conversations that only grow by appending (kvlab/workloads/benchmarks.py): a request is a client's or user's
+    context so far, its rounds are its turns. A subclass sets ``growth`` (its prompts' lengths), ``shared`` (the tokens
+    every conversation begins with), ``most`` (the most turns), ``output_tokens`` and ``turns()``, then calls
+    :meth:`size`."""
+
+    shared = 0
+    first_label = 0  # the benchmark's number of its first conversation
+    output_tokens = None
+
+    @property
+    def rounds(self):
+        return [f"round{number}" for number in range(1, self.most + 1)]
+
+    def turns(self):
+        """The requests in order, as :class:`kvlab.workloads.benchmarks.Turn`."""
+        raise NotImplementedError
+
+    def arrival(self, turn):
+        """The request's arrival on the benchmark's clock (None: the benchmark has none that is not the server's)."""
+        return None
+
+    def size(self, counts):
+        """Keep the workload's size from ``{turns: conversations making that many}``; refuse one past
+        :data:`MAX_ACCESSES`."""
+        self._requests = sum(turns * many for turns, many in counts.items())
+        self._tokens = sum(self.growth.sum_tokens(turns) * many for turns, many in counts.items())
+        self._accesses = sum(self.growth.sum_blocks(turns, self.block_tokens) * many for turns, many in counts.items())
+        if self._accesses > MAX_ACCESSES:
+            raise too_many_accesses(self.name, self._accesses)
+
+    def requests(self):
+        from kvlab.workloads.benchmarks import block_keys
+
+        span = self.growth.tokens(self.most) + 1  # past every prompt's length
+        for done, turn in enumerate(self.turns(), 1):
+            tokens = self.growth.tokens(turn.turn)
+            keys = block_keys(turn.conversation, tokens, self.block_tokens, self.shared, span)
+            self.read_fraction = done / self._requests
+            yield Request(turn.turn, turn.conversation + self.first_label, keys, tokens)
+
+    def timed(self):
+        """Each request with the benchmark's output length and, where it has a clock, its arrival (else ``kvlab
+        simulate`` takes ``--rate`` or ``--clients``)."""
+        for request, turn in zip(super().timed(), self.turns(), strict=True):
+            yield request._replace(arrival_s=self.arrival(turn), output_tokens=self.output_tokens)
+
+    def __len__(self):
+        return self._requests
+
+    def accesses(self):
+        return self._accesses
+
+    def token_bound(self):
+        return self._tokens
+
+
+NUM_ROUNDS = Option(
+    "num_rounds",
+    whole_number(1),
+    5,
+    "rounds of each conversation (default 5: bench_multiturn's default, multi_round_qa's documented example)",
+)
+
+
+class BenchMultiturnWorkload(ConversationWorkload):
+    """SGLang's ``benchmark/hicache/bench_multiturn.py`` (sgl-project/sglang at 0986bed8e279; kvlab/workloads/
+    benchmarks.py, docs/workloads.md): each client's first prompt is ``request_length`` tokens, and each round its
+    prompt is all it sent and got before plus a new sub-question; in the order its ReadyQueue pops them
+    (:func:`kvlab.workloads.benchmarks.multiturn_order`). It has no clock but the server's: ``kvlab simulate --rate R``
+    plays ``--request-rate R`` (Poisson gaps, as its sender sleeps ``random.expovariate(request_rate)``), without its
+    cap of ``--max-parallel`` requests out and its round barrier; ``--clients P`` plays the cap without the rate."""
+
+    name = "bench_multiturn"
+    label_name = "client"
+    default_block_tokens = 64  # HiCache's documented --page-size (SGLang's own default page is one token)
+    options = (
+        Option(
+            "num_clients",
+            whole_number(0, MAX_ACCESSES),
+            256,
+            "clients, a conversation each (default 256)",
+        ),
+        NUM_ROUNDS,
+        Option(
+            "min_rounds",
+            whole_number(0),
+            0,
+            "fewest rounds of a client, drawn per client (default 0: --num-rounds)",
+        ),
+        Option("max_rounds", whole_number(0), 0, "most rounds of a client (default 0: --num-rounds)"),
+        Option("request_length", whole_number(1), 512, "tokens of a client's first prompt (default 512)"),
+        Option(
+            "sub_question_input_length",
+            whole_number(0),
+            0,
+            "tokens of each later round's new question (0, the default: --request-length)",
+        ),
+        Option("output_length", whole_number(0), 64, "tokens of each output (default 64)"),
+        Option(
+            "max_parallel",
+            whole_number(1),
+            128,
+            "most requests out at once; it orders them only without the round barrier (default 128)",
+        ),
+        Option(
+            "request_rate",
+            positive_number,
+            1.0,
+            "requests per second it sends (default 1): recorded, the order does not depend on it; kvlab simulate"
+            " --rate plays it",
+        ),
+        Option(
+            "ready_queue_policy",
+            str,
+            "random",
+            f"which ready request goes next, {' or '.join(READY_QUEUE_POLICIES)} (default random)",
+            READY_QUEUE_POLICIES,
+        ),
+        Option(
+            "enable_round_barrier",
+            switch,
+            False,
+            "round i+1 is sent after all of round i came back (a switch; or true / false; default false)",
+        ),
+        Option("multiturn_seed", any_int, 1, "its --seed, of the ready queue's draws (default 1)"),
+    )
+
+    def __init__(self, block_tokens=None, **settings):
+        from kvlab.workloads.benchmarks import Growth, multiturn_rounds
+
+        super().__init__(block_tokens, **settings)
+        low, high = self.min_rounds, self.max_rounds  # WorkloadGenerator.__init__'s rule, and its messages
+        if not low and not high:
+            low = high = self.num_rounds
+        low, high = low or high, high or low
+        if low > high:
+            raise WorkloadError(f"--min-rounds ({low}) must be <= --max-rounds ({high})")
+        self.most = high
+        self.growth = Growth(
+            self.request_length, self.output_length + (self.sub_question_input_length or self.request_length)
+        )
+        self.output_tokens = self.output_length
+        if self.num_clients * low > MAX_ACCESSES:  # before a draw per client
+            raise too_many_accesses(self.name, self.num_clients * low, at_least=True)
+        rng = random.Random(self.multiturn_seed)
+        if low == high:  # no draw: the size without a list of clients
+            self.totals, counts = None, {low: self.num_clients}
+        else:
+            self.totals = multiturn_rounds(self.num_clients, low, high, rng)
+            counts = Counter(self.totals)
+        self._state = rng.getstate()  # what the ready queue draws from next
+        self.size(counts)
+
+    def turns(self):
+        from kvlab.workloads.benchmarks import multiturn_order
+
+        rng = random.Random()
+        rng.setstate(self._state)
+        totals = self.totals or [self.most] * self.num_clients
+        return multiturn_order(totals, self.ready_queue_policy, self.max_parallel, self.enable_round_barrier, rng)
+
+
+class MultiRoundQAWorkload(ConversationWorkload):
+    """LMCache's ``benchmarks/multi_round_qa/multi-round-qa.py`` (LMCache/LMCache at 2cdc3a84679f; kvlab/workloads/
+    benchmarks.py, docs/workloads.md): users join at a steady pace and ask ``num_rounds`` questions ``num_users /
+    qps`` seconds apart; a user's first prompt is the system prompt all users share, its own context and a question,
+    and each later one appends the answer and the next question. Its clock is the requests' arrivals
+    (:class:`kvlab.workloads.benchmarks.QASessions`), for ``kvlab simulate`` without ``--rate``."""
+
+    name = "multi_round_qa"
+    label_name = "user"
+    first_label = 1  # user ids count from --init-user-id 0 + 1
+    default_block_tokens = 256  # LMCache's chunk
+    options = (
+        Option(
+            "num_users",
+            whole_number(1, MAX_ACCESSES),
+            10,
+            "users at once (default 10; the benchmark needs each of its flags, kvlab's defaults are its"
+            " documented example's)",
+        ),
+        NUM_ROUNDS,
+        Option(
+            "shared_system_prompt",
+            whole_number(0),
+            1000,
+            "tokens of the system prompt all users share (default 1000)",
+        ),
+        Option(
+            "user_history_prompt",
+            whole_number(0),
+            2000,
+            "tokens of each user's own context (default 2000)",
+        ),
+        Option("answer_len", whole_number(0), 100, "tokens of each answer (default 100)"),
+        Option(
+            "question_len",
+            whole_number(0),
+            19,
+            "tokens of each question, kvlab's: the benchmark asks one sentence, 'Here's question #N: can you tell"
+            " me a new long story with a happy ending?', 19 words and marks (default 19)",
+        ),
+        Option("qps", positive_number, 0.5, "requests per second of all users (default 0.5)"),
+        Option(
+            "time",
+            whole_number(0),
+            600,
+            "seconds the benchmark runs (it runs until Ctrl-C without; kvlab's default 600)",
+        ),
+    )
+
+    def __init__(self, block_tokens=None, **settings):
+        from kvlab.workloads.benchmarks import Growth, QASessions
+
+        super().__init__(block_tokens, **settings)
+        self.shared, self.most, self.output_tokens = self.shared_system_prompt, self.num_rounds, self.answer_len
+        question = self.question_len
+        self.growth = Growth(
+            self.shared_system_prompt + self.user_history_prompt + question, self.answer_len + question
+        )
+        if not self.growth.first:
+            raise WorkloadError(
+                "workload multi_round_qa: a prompt needs a token, and --shared-system-prompt, --user-history-prompt and"
+                " --question-len are all 0"
+            )
+        try:
+            self.clock = QASessions(self.num_users, self.num_rounds, self.qps)
+        except ValueError as error:
+            raise WorkloadError(f"--qps: {error}") from None
+        self.last = self.time * 10  # the steps of 0.1 s it runs: it stops once more than --time seconds have passed
+        joined = self.clock.sessions(self.last) - len(self.clock.ramp)  # each sends one request at least
+        if joined > MAX_ACCESSES:
+            raise too_many_accesses(self.name, joined, at_least=True)
+        self.size(self.clock.counts(self.last))
+
+    def turns(self):
+        return self.clock.schedule(self.last)
+
+    def arrival(self, turn):
+        return turn.step / 10
 
 
 class TraceWorkload(Workload):
@@ -543,5 +810,13 @@ class RequestsWorkload(TraceWorkload):
 
 WORKLOADS = {
     source.name: source
-    for source in (LabWorkload, LongDocQAWorkload, MooncakeWorkload, BailianWorkload, RequestsWorkload)
+    for source in (
+        LabWorkload,
+        LongDocQAWorkload,
+        BenchMultiturnWorkload,
+        MultiRoundQAWorkload,
+        MooncakeWorkload,
+        BailianWorkload,
+        RequestsWorkload,
+    )
 }
