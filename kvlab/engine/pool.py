@@ -54,20 +54,27 @@ class BlockPool:
 
     def hold(self, keys, anonymous=0, pending=False):
         """Hold ``keys`` (distinct; found or new) and ``anonymous`` slots; False, changing nothing, where they do not
-        fit. (Whole runs of keys at once: the dictionaries' own loops, not Python's.)"""
-        held, cached = self.held, self.cached
-        shared = held.keys() & keys
+        fit. (A run of keys not held goes in at once, by the dictionaries' own loops; keys all held already, as a
+        store's, are only counted again.)"""
+        held = self.held
+        shared = held.keys() & keys if keys and not held.keys().isdisjoint(keys) else ()
         if anonymous + len(keys) - len(shared) > self.blocks - len(held) - self.anonymous:
             return False
-        if shared:
-            counts = {key: held[key] + 1 for key in shared}
-        for key in cached.keys() & keys:
-            del cached[key]
-        held.update(dict.fromkeys(keys, 1))
-        if shared:
-            held.update(counts)
-        if pending:
-            self.pending.update(key for key in keys if key not in shared)
+        cached = self.cached
+        if len(shared) < len(keys):  # some not held: out of the free queue (if there), held once
+            for key in cached.keys() & keys:
+                del cached[key]
+            if shared:
+                counts = {key: held[key] + 1 for key in shared}
+                held.update(dict.fromkeys(keys, 1))
+                held.update(counts)
+            else:
+                held.update(dict.fromkeys(keys, 1))
+            if pending:
+                self.pending.update(key for key in keys if key not in shared)
+        else:
+            for key in shared:
+                held[key] += 1
         self.anonymous += anonymous
         excess = len(held) + len(cached) + self.anonymous - self.blocks
         if excess > 0:
@@ -89,18 +96,22 @@ class BlockPool:
     def release(self, keys, anonymous=0):
         """Let go of ``keys`` (in the order they join the free queue: tail first) and ``anonymous`` slots."""
         held, cached = self.held, self.cached
-        counts = list(map(held.pop, keys))
-        if counts.count(1) == len(counts):  # no other holder: all join the free queue
-            cached.update(dict.fromkeys(keys))
-        else:
-            for key, count in zip(keys, counts, strict=True):
-                if count > 1:
-                    held[key] = count - 1
-                else:
-                    cached[key] = None
+        for key in keys:
+            count = held[key]
+            if count > 1:
+                held[key] = count - 1
+            else:  # its last holder: it joins the free queue
+                del held[key]
+                cached[key] = None
         if self.pending:
             self.pending.difference_update(keys)
         self.anonymous -= anonymous
+
+    def uncounted(self, keys):
+        """A hold of ``keys`` that was never counted ends (their holder held them throughout): as :meth:`release`,
+        the counts aside."""
+        if self.pending:
+            self.pending.difference_update(keys)
 
     def park(self, keys, anonymous):
         """Let go of ``anonymous`` slots, ``keys`` (as many or fewer) kept cached in that order (generated blocks a

@@ -61,6 +61,7 @@ class Request:
         "joined",
         "loading",
         "storing",
+        "copying",
         "done",
         "client",
     )
@@ -84,6 +85,7 @@ class Request:
         self.preemptions = 0
         self.loading = False  # waiting for a load from the CPU
         self.storing = 0  # its stores in flight
+        self.copying = None  # the keys of a store in flight that the pool does not count (its own hold covers them)
         self.done = False  # finished, its blocks held until its stores complete (vLLM's delay_free_blocks)
         self.client = client
 
@@ -195,7 +197,11 @@ class Engine:
             else:  # stored: the CPU holds the copies; the GPU lets go of them
                 request, blocks, lookup, keys = payload
                 self.offload.cpu_after(blocks, *lookup, gpu=self.pool)
-                self.pool.release(keys)
+                if request.copying is keys:
+                    request.copying = None
+                    self.pool.uncounted(keys)
+                else:
+                    self.pool.release(keys)
                 request.storing -= 1
                 if request.done and not request.storing:
                     self._release(request)
@@ -239,7 +245,7 @@ class Engine:
         budget = settings.max_num_batched_tokens
         scheduled = []  # (request, tokens this step)
         preempted = False
-        running, block = self.running, self.block
+        running, block, evicting = self.running, self.block, self.evicting
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
@@ -253,7 +259,7 @@ class Engine:
                 if victim is request:
                     break
             else:
-                if self.evicting:
+                if evicting:
                     self._write_back()
                 scheduled.append((request, tokens))
                 budget -= tokens
@@ -492,10 +498,16 @@ class Engine:
         block = self.block
         keys = offload.stores(request.keys, gpu_end, cpu_end)
         blocks = Blocks(request.keys, len(request.keys) * block, block, False)
-        self.pool.hold(keys)  # the copy holds them until it completes
+        order = keys[::-1] if self.tail_first else keys
+        # The copy holds them until it completes. Where the request holds them all (its whole prompt), the pool counts
+        # that hold only if the request lets go of them first (_release); the pool is the same either way.
+        if len(request.held) >= len(request.keys):
+            request.copying = order
+        else:
+            self.pool.hold(keys)
         done = self._copy("d2h", len(keys)) if keys else self.now
         request.storing += 1
-        self._push(done, "stored", (request, blocks, (gpu_end, cpu_end), keys[::-1] if self.tail_first else keys))
+        self._push(done, "stored", (request, blocks, (gpu_end, cpu_end), order))
 
     def _preempt(self, request, front=True):
         """Free its blocks (tail first) and send it to the front of the queue (SGLang's retraction: the back); its
@@ -517,6 +529,9 @@ class Engine:
 
     def _release(self, request):
         pool = self.pool
+        if request.copying is not None:  # its store goes on holding them (_store)
+            pool.hold(request.copying)
+            request.copying = None
         if self.settings.generated_blocks == "keep" and request.anonymous:
             first = len(request.held)
             full = min(request.computed // self.block, first + request.anonymous)
@@ -530,15 +545,16 @@ class Engine:
 
     def _execute(self, scheduled, preempted):
         cost = self.cost
+        prefill = cost.prefill_ms
         prefill_ms = 0.0
         decodes = context = 0
         for request, tokens in scheduled:
-            if tokens == 1 and _decoding(request) and not request.joined:
+            if tokens == 1 and not request.joined and _decoding(request):
                 decodes += 1
                 context += request.length
             else:
                 request.joined = False
-                prefill_ms += cost.prefill_ms(request.computed + tokens, request.computed)
+                prefill_ms += prefill(request.computed + tokens, request.computed)
         step_ms = prefill_ms + (cost.decode_ms(decodes, context) if decodes else 0.0)
         if decodes and decodes < len(scheduled):
             self.stats.mixed_steps += 1
@@ -547,22 +563,23 @@ class Engine:
         end = start + steps * step_ms / 1000
         self.stats.steps += steps
         finished = []
+        run, evicting = steps > 1, self.evicting
         for request, tokens in scheduled:
-            if steps > 1:  # a run of decode steps: the blocks of all of them now (nothing looks in between)
-                self._allocate(request, request.computed + steps)
-                tokens = steps
-                if self.evicting:
-                    self._write_back()
             before = request.computed
-            request.computed += tokens
-            if request.computed < request.length:
+            if run:  # a run of decode steps: the blocks of all of them now (nothing looks in between)
+                self._allocate(request, before + steps)
+                if evicting:
+                    self._write_back()
+                tokens = steps
+            computed = request.computed = before + tokens
+            if computed < request.length:
                 continue  # a chunk of its prefill
-            sampled = tokens if steps > 1 else 1
+            sampled = tokens if run else 1
             request.generated += sampled
             request.length += sampled
             if request.first_token is None:
                 request.first_token = end
-            if before < request.tokens <= request.computed:
+            if before < request.tokens <= computed:
                 self._store(request)
             if request.generated >= request.output:
                 finished.append(request)

@@ -442,9 +442,9 @@ def table(result):
     for tier in ("cpu", "disk") if disk else ("cpu",):
         full = result[f"{tier}_tokens_for_full_reuse"]
         most = result["max_token_hit_ratio" if tier == "cpu" else "disk_max_token_hit_ratio"]
-        at = "" if tier == "cpu" else " at this CPU room"
+        at, shown = ("", "CPU") if tier == "cpu" else (" at this CPU room", "disk")
         lines.append(
-            f"full reuse (hit ratio {most}){at}: {result[f'{tier}_gib_for_full_reuse']} GiB of {tier.upper()}"
+            f"full reuse (hit ratio {most}){at}: {result[f'{tier}_gib_for_full_reuse']} GiB of {shown}"
             f" ({full:,} tokens)"
         )
         if "target_hit_ratio" in result:
@@ -452,7 +452,7 @@ def table(result):
             answer = (
                 "unreachable"
                 if found is None
-                else f"{result[f'{tier}_gib_for_target']} GiB of {tier.upper()} ({found:,} tokens)"
+                else f"{result[f'{tier}_gib_for_target']} GiB of {shown} ({found:,} tokens)"
             )
             lines.append(f"hit ratio {result['target_hit_ratio']}{at}: {answer}")
     lines += [f"note: {note}" for note in result.get("notes", [])]
