@@ -199,7 +199,7 @@ def test_plan_prints_each_engines_disk_settings(engine):
 
     done = kvlab(
         "plan", "--workload", "lab", "--model-config", MODEL, "--gpu-tokens", "10000", "--cpu-gib", "1",
-        "--disk-gib", "3", "--engine", engine,
+        "--disk-gib", "1.3", "--engine", engine,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     settings_ = json.loads(done.stdout)["engine"]
@@ -214,7 +214,7 @@ def test_plan_prints_each_engines_disk_settings(engine):
         "lmcache": settings_["environment"].get("LMCACHE_MAX_LOCAL_DISK_SIZE"),
         "sglang": settings_["environment"].get("SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE"),
     }
-    assert sizes.get(engine) in ({"lmcache": "3", "sglang": "3Gi"}.get(engine), None) and (
+    assert sizes.get(engine) in ({"lmcache": "1.3", "sglang": "1.3Gi"}.get(engine), None) and (
         engine == "vllm" or sizes[engine]
     )
     if engine == "vllm":  # the CPU tier's bytes in the tiering spec are the budget's, and the fs tier has no room

@@ -325,6 +325,8 @@ def plan(
     disk = None
     if disk_gib is not None or disk_tokens is not None:
         disk_room = disk_tokens if disk_tokens is not None else tokens_in(disk_gib, per_token)
+        # the budget as asked (as cpu_gib), or what the room in tokens takes, rounded up
+        disk_budget = float(disk_gib) if disk_gib is not None else gib(disk_room, per_token)
         disk = DiskPlanner(planner, cpu_room, before_compile, meter)
         rows = disk.per_round(disk_room)
     else:
@@ -350,7 +352,7 @@ def plan(
             "gpu_gib": gib(gpu_tokens, per_token),
             "cpu_gib": float(cpu_gib),
             "cpu_tokens": cpu_tokens,
-            **({} if disk is None else {"disk_gib": gib(disk_room, per_token), "disk_tokens": disk_room}),
+            **({} if disk is None else {"disk_gib": disk_budget, "disk_tokens": disk_room}),
         },
         **{key: value for key, value in round_figures("all", *totals).items() if key != "round"},
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],
