@@ -94,8 +94,8 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
     model.block_tokens = made.block_tokens
     priced = price_requests(model, parts, described["cpu_tokens"] > 0)
     reported = report(made, described, totals)
-    disk = ("disk_hit_tokens",) if described.get("disk_tokens") else ()
-    tiers = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", *disk, "computed_tokens")
+    has_disk = bool(described.get("disk_tokens"))
+    tiers = ("input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", *("disk_hit_tokens",) * has_disk, "computed_tokens")
     everything, per_round = round_times(priced, made.rounds)
     figures = {entry["round"]: entry for entry in reported["rounds"]}
     rounds = [
@@ -107,7 +107,7 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
         "workload": reported["workload"],
         "cache": reported["cache"],
         "latency_source": model.source,
-        "latency": model.describe(disk=bool(described.get("disk_tokens"))),
+        "latency": model.describe(disk=has_disk),
         "requests": len(priced),
         "ttft": {**everything, **{key: reported[key] for key in tiers}},
         "rounds": rounds,

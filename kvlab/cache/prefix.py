@@ -23,7 +23,7 @@ Tier calls are batched: one per request, tier and run of blocks with the same tr
 from .eviction import EVICTION_POLICIES
 from .eviction.opt import Future
 
-__all__ = ["EVICTION_ORDERS", "PARTIAL_BLOCKS", "PrefixCache", "apply_runs"]
+__all__ = ["EVICTION_ORDERS", "PARTIAL_BLOCKS", "PrefixCache", "apply_runs", "tier_policies"]
 
 EVICTION_ORDERS = ("tail-first", "head-first")
 PARTIAL_BLOCKS = ("drop", "keep")
@@ -214,6 +214,12 @@ def check_settings(block_tokens, partial_blocks, eviction_order, tiers):
         raise ValueError(f"block_tokens must be >= 1, got {block_tokens!r}")
     choose("partial_blocks", partial_blocks, PARTIAL_BLOCKS)
     choose("eviction_order", eviction_order, EVICTION_ORDERS)
+    return tier_policies(partial_blocks, tiers)
+
+
+def tier_policies(partial_blocks, tiers):
+    """Each tier's ``(setting, eviction policy, room)`` checked (a known policy, a room >= 0, one that counts entries
+    only with blocks of one size); its eviction policies (classes)."""
     policies = []
     for setting, name, room in tiers:
         policies.append(choose(setting, name, EVICTION_POLICIES))

@@ -24,22 +24,19 @@ Sources of the write rule, engine by engine (docs/tiers.md says where each diffe
   to every secondary tier; a lookup checks the CPU, then each tier in order, and a hit is promoted to the CPU.
 """
 
-from .eviction import EVICTION_POLICIES
-from .prefix import Blocks, apply_runs, choose
+from .prefix import Blocks, apply_runs, tier_policies
 
 __all__ = ["DISK_SETTINGS", "Tiered", "disk_policy"]
 
 DISK_SETTINGS = ("disk_tokens", "disk_eviction")  # the third tier's settings (kvlab.cache.interface.CacheSettings)
 
 
-def disk_policy(name, partial_blocks="drop"):
-    """The disk tier's eviction policy (a class), checked: ``opt`` is refused (the disk's future depends on both tiers
-    above), and a policy that counts entries needs blocks of one size."""
-    policy = choose("disk_eviction", name, EVICTION_POLICIES)
+def disk_policy(name, room, partial_blocks="drop"):
+    """The disk tier's eviction policy (a class), checked as every tier's (``tier_policies``), and online: ``opt`` is
+    refused, the disk's future depends on both tiers above."""
+    (policy,) = tier_policies(partial_blocks, [("disk_eviction", name, room)])
     if policy.offline:
         raise ValueError(f"disk_eviction {name} needs the workload's future; the disk tier takes an online policy")
-    if partial_blocks == "keep" and policy.equal_sizes:
-        raise ValueError(f"disk_eviction {name} needs equal-sized blocks: partial_blocks drop")
     return policy
 
 
@@ -50,7 +47,7 @@ class Tiered:
 
     def __init__(self, engine, disk_room, disk_eviction="lru", partial_blocks="drop", eviction_order="tail-first"):
         self.engine = engine
-        self.disk = disk_policy(disk_eviction, partial_blocks)(disk_room)
+        self.disk = disk_policy(disk_eviction, disk_room, partial_blocks)(disk_room)
         self.block_tokens = engine.block_tokens
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"

@@ -179,9 +179,7 @@ class CacheSettings:
             ("cpu_eviction", self.cpu_eviction, self.cpu_tokens),
         )
         check_settings(self.block_tokens, self.partial_blocks, self.eviction_order, tiers)
-        if self.disk_tokens < 0:
-            raise ValueError(f"disk_tokens must be >= 0, got {self.disk_tokens!r}")
-        disk_policy(self.disk_eviction, self.partial_blocks)
+        disk_policy(self.disk_eviction, self.disk_tokens, self.partial_blocks)
 
     def policies(self):
         """The settings besides the rooms and the block (:data:`CACHE_SETTINGS`), by name."""

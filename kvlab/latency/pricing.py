@@ -20,13 +20,11 @@ def price_requests(model, parts, has_cpu=False):
     has a CPU tier (LMCache's blocking store then counts)."""
     from kvlab.loop import ROW, rows_of
 
+    below = ("disk_hit_tokens",) if parts and "disk_hit_tokens" in parts[0] else ()  # a disk tier (cache/tiers.py)
     priced = []
-    if parts and "disk_hit_tokens" in parts[0]:  # a disk tier below (kvlab/cache/tiers.py): its tokens read first
-        for index, _, _, tokens, gpu, cpu, disk in rows_of(parts, (*ROW, "disk_hit_tokens")):
-            priced.append((index, tokens, gpu, cpu + disk, *model.parts_ms(tokens, gpu, cpu, has_cpu, disk)))
-        return priced
-    for index, _, _, tokens, gpu, cpu in rows_of(parts):
-        priced.append((index, tokens, gpu, cpu, *model.parts_ms(tokens, gpu, cpu, has_cpu)))
+    for index, _, _, tokens, gpu, cpu, *disk in rows_of(parts, (*ROW, *below)):
+        read = disk[0] if disk else 0  # tokens from the disk: read into host memory, then loaded as the CPU's
+        priced.append((index, tokens, gpu, cpu + read, *model.parts_ms(tokens, gpu, cpu, has_cpu, read)))
     return priced
 
 

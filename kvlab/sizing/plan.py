@@ -153,15 +153,15 @@ class DiskPlanner(TierPlanner):
     def per_round(self, room):
         """``(input, GPU, CPU, disk)`` tokens per round at this disk room."""
         planner = self.planner
+        if self.curve is None and room:  # a replay of the three tiers
+            rooms = {"gpu_tokens": planner.gpu_room, "cpu_tokens": self.cpu_room, "disk_tokens": room}
+            settings = CacheSettings(
+                **rooms, block_tokens=planner.workload.block_tokens, write_policy=planner.write_policy, **planner.rules
+            )
+            return [(row[2], row[5], row[6], row[8]) for row in replay(planner.workload, settings.build())]
         above = planner.per_round(self.cpu_room)
-        if self.curve is not None or not room:
-            disk = self.curve.at(room) if self.curve is not None else [0] * len(above)
-            return [(*row, int(hits)) for row, hits in zip(above, disk, strict=True)]
-        rooms = {"gpu_tokens": planner.gpu_room, "cpu_tokens": self.cpu_room, "disk_tokens": room}
-        settings = CacheSettings(
-            **rooms, block_tokens=planner.workload.block_tokens, write_policy=planner.write_policy, **planner.rules
-        )
-        return [(row[2], row[5], row[6], row[8]) for row in replay(planner.workload, settings.build())]
+        disk = self.curve.at(room) if self.curve is not None else [0] * len(above)  # no room: no disk
+        return [(*row, int(hits)) for row, hits in zip(above, disk, strict=True)]
 
     def unlimited(self):
         return self.planner.unlimited_cpu  # every distinct block the workload stores

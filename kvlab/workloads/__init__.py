@@ -597,7 +597,7 @@ class MultiRoundQAWorkload(ConversationWorkload):
     )
 
     def __init__(self, block_tokens=None, **settings):
-        from kvlab.workloads.benchmarks import Growth, QASessions
+        from kvlab.workloads.benchmarks import STEP, Growth, QASessions
 
         super().__init__(block_tokens, **settings)
         self.shared, self.most, self.output_tokens = self.shared_system_prompt, self.num_rounds, self.answer_len
@@ -614,7 +614,10 @@ class MultiRoundQAWorkload(ConversationWorkload):
             self.clock = QASessions(self.num_users, self.num_rounds, self.qps)
         except ValueError as error:
             raise WorkloadError(f"--qps: {error}") from None
-        self.last = self.time * 10  # the steps of 0.1 s it runs: it stops once more than --time seconds have passed
+        self.steps_per_s = int(1 / STEP)
+        self.last = (
+            self.time * self.steps_per_s
+        )  # the steps it runs: it stops once more than --time seconds have passed
         joined = self.clock.sessions(self.last) - len(self.clock.ramp)  # each sends one request at least
         if joined > MAX_ACCESSES:
             raise too_many_accesses(self.name, joined, at_least=True)
@@ -624,7 +627,7 @@ class MultiRoundQAWorkload(ConversationWorkload):
         return self.clock.schedule(self.last)
 
     def arrival(self, turn):
-        return turn.step / 10
+        return turn.step / self.steps_per_s
 
 
 class TraceWorkload(Workload):
