@@ -28,6 +28,9 @@ class ToyCost:
     def copy_ms(self, blocks):
         return 0.5 * blocks if blocks else 0.0
 
+    def known(self):
+        return [], []  # no prices known before a run (StepCost.known: the database's memo)
+
     def describe(self):
         return {"latency_source": "toy"}
 

@@ -141,6 +141,7 @@ def simulate(
     fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
     percentiles. A :class:`Simulation`."""
     from kvlab.cache.interface import CacheSettings
+    from kvlab.engine import compiled
     from kvlab.engine.arrivals import Arrivals
     from kvlab.engine.cost import StepCost
     from kvlab.engine.memory import gpu_pool
@@ -201,12 +202,16 @@ def simulate(
     if gpu_blocks < 1:
         raise SettingError("argument --gpu-blocks: the engine needs a GPU pool of at least one block")
     meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
-    pool = BlockPool(gpu_blocks, block)
     cost = StepCost(model, block)
-    simulator = Engine(pool, cost, offload, engine, per_request, tail_first=chosen.eviction_order == "tail-first")
-    simulator.meter = meter
-    timed = _metered(made, meter)
-    stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
+    tail_first = chosen.eviction_order == "tail-first"
+    if compiled.compiles(made, engine, chosen, arrivals):
+        rooms = gpu_blocks, cpu_blocks, block
+        stats = compiled.run(made, engine, *rooms, cost, arrivals, per_request, tail_first, meter)
+    else:
+        simulator = Engine(BlockPool(gpu_blocks, block), cost, offload, engine, per_request, tail_first=tail_first)
+        simulator.meter = meter
+        timed = _metered(made, meter)
+        stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
     document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
     table = _table(stats, made.request_ids()) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)

@@ -37,6 +37,18 @@ class StepCost:
             price = self._decode[key] = self.model.decode_ms([mean] * batch)
         return price
 
+    def known(self):
+        """The prices the model has answered before (the measured database's memo, kvlab/latency/database.py), as
+        ``([(tokens, cached, ms)], [(batch, mean context, ms)])`` of :meth:`prefill_ms` and :meth:`decode_ms`; none
+        for the roofline."""
+        database = self.model.database
+        if database is None:
+            return [], []
+        prefill, decode = database.answered()
+        chunks = [(tokens, prefix, ms) for (batch, tokens, prefix), ms in prefill.items() if batch == 1]
+        steps = [(batch, context, ms) for (batch, context, osl), ms in decode.items() if osl == 2]
+        return chunks, steps
+
     def copy_ms(self, blocks):
         """``blocks`` blocks over a link (either way: the link is priced the same both ways)."""
         return self.model.load_ms(blocks * self.block_tokens) if blocks else 0.0

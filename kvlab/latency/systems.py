@@ -185,6 +185,22 @@ def database_versions(system):
     return supported().get(system, {})
 
 
+def current_version(system, backend):
+    """The package's ``current`` slot for ``backend`` on ``system`` (``get_version_slots``), or None; kept in the
+    user's cache as :func:`supported` is (importing the package's database module costs a tenth of a second)."""
+    path = user_cache.entry("aiconfigurator", ".json", "current", package_version(), package_dir(), system, backend)
+    kept = user_cache.read(path)
+    if kept is not None:
+        with contextlib.suppress(ValueError):
+            return json.loads(kept)
+    with contextlib.redirect_stderr(io.StringIO()), libyaml():
+        from aiconfigurator_core.sdk import perf_database
+
+        literal = (perf_database.get_version_slots(system, backend) or {}).get("current")
+    user_cache.keep(path, json.dumps(literal).encode())
+    return literal
+
+
 def database_version(system, backend, requested=None):
     """The version the database prices ``backend`` on ``system`` with: ``requested`` if a query may name it, else
     its ``current`` slot (the package's ``get_version_slots``); SettingError if none."""
@@ -196,11 +212,7 @@ def database_version(system, backend, requested=None):
                 f" {', '.join(held) or 'no version'} (kvlab ttft systems)"
             )
         return requested
-    with contextlib.redirect_stderr(io.StringIO()), libyaml():
-        from aiconfigurator_core.sdk import perf_database
-
-        slots = perf_database.get_version_slots(system, backend) if held else None
-    literal = (slots or {}).get("current")
+    literal = current_version(system, backend) if held else None
     if literal not in held:
         raise SettingError(f"the database has no {backend} kernels on {system} (kvlab ttft systems)")
     return literal

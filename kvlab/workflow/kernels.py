@@ -22,6 +22,44 @@ def warm():
     lru_curve([1, 2, 1], [1, 2, 1])
     Interner(slots=2).dense(np.arange(4, dtype=np.int64))
     scan(b'{"a": 1, "b": [2]}', ("a", "b"), 1)
+    _simulate()
+
+
+class _FlatCost:
+    """A step's prices for the warm-up (kvlab.engine.cost.StepCost's interface)."""
+
+    def prefill_ms(self, tokens, cached):
+        return 1.0
+
+    def decode_ms(self, batch, context):
+        return 1.0
+
+    def copy_ms(self, blocks):
+        return float(blocks)
+
+    def known(self):
+        return [(8, 0, 1.0)], [(1, 256, 1.0)]
+
+
+def _simulate():
+    """kvlab simulate's compiled loop on two requests, a trace's own ids and ids cut from its blocks."""
+    import tempfile
+    from pathlib import Path
+
+    from kvlab.engine import compiled
+    from kvlab.engine.arrivals import Arrivals
+    from kvlab.engine.settings import EngineSettings
+    from kvlab.util.memory import Footprint, Meter
+    from kvlab.workloads import MooncakeWorkload
+
+    lines = [f'{{"timestamp": {t}, "input_length": 600, "output_length": 3, "hash_ids": [1, {t + 2}]}}' for t in (0, 1)]
+    with tempfile.TemporaryDirectory() as folder:
+        trace = Path(folder) / "warm.jsonl"
+        trace.write_text("\n".join(lines) + "\n")
+        for block in (512, 64):
+            workload = MooncakeWorkload(block, trace=str(trace))
+            meter = Meter(2**40, Footprint())
+            compiled.run(workload, EngineSettings(), 32, 8, block, _FlatCost(), Arrivals(), True, True, meter)
 
 
 if __name__ == "__main__":

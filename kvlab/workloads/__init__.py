@@ -694,13 +694,18 @@ class TraceWorkload(Workload):
         """The trace's requests as :class:`Timed`, keyed by the trace's own ids (blocks cut from a trace block: by
         dense ids, :meth:`_columns`), so that nothing grows with the trace but what the engine holds."""
         seconds = self.seconds
-        for columns, outputs in self._columns(outputs=True):
+        for columns, outputs in self.timed_columns():
             keys = columns.keys.tolist()
             start = 0
             rows = zip(columns.labels.tolist(), columns.tokens.tolist(), columns.counts.tolist(), outputs, strict=True)
             for label, tokens, count, output in rows:
                 yield Timed(keys[start : start + count], tokens, label * seconds, output)
                 start += count
+
+    def timed_columns(self):
+        """:meth:`timed`'s requests a batch at a time: ``(Columns, output lengths)`` (the compiled engine's,
+        ``kvlab/engine/compiled.py``; labels in units of :attr:`seconds`)."""
+        return self._columns(outputs=True)
 
     def dense_columns(self):
         """``(Columns, output lengths)`` per batch, keys dense from 0 in order of first appearance (outputs: a list,

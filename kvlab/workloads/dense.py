@@ -98,3 +98,17 @@ def _rehash(hashes, ids, slots, tables):
             new_hashes[slot] = hashes[old]
             new_ids[slot] = ids[old]
     return new_hashes, new_ids
+
+
+@njit(cache=True)
+def pieces_of(ids, counts, pieces, split):
+    """``kvlab.workloads.stream.split_blocks``' keys: per request its ``pieces`` keys, piece ``j`` of its trace block
+    ``i`` keyed ``ids[i] * split + j``."""
+    out = np.empty(pieces.sum(), dtype=np.int64)
+    start = written = 0
+    for request in range(len(counts)):
+        for within in range(pieces[request]):
+            out[written] = ids[start + within // split] * split + within % split
+            written += 1
+        start += counts[request]
+    return out

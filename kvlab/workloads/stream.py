@@ -121,9 +121,7 @@ def split_blocks(ids, counts, tokens, split, block):
 
     A trace block's id stands for its whole prefix, so its ``j``-th piece is the same wherever that id is.
     """
+    from kvlab.workloads.dense import pieces_of  # one compiled pass (numpy's took 0.06-0.3 s of temporaries a trace)
+
     pieces = -(-tokens // block)
-    request = np.repeat(np.arange(len(counts)), pieces)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(counts) else counts
-    within = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    parent = ids.astype(np.int64)[starts[request] + within // split]
-    return parent * split + within % split, pieces
+    return pieces_of(np.ascontiguousarray(ids, dtype=np.int64), counts, pieces, split), pieces
