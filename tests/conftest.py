@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from kvlab.util import kernels
 from kvlab.workflow import freshness
-from kvlab.workflow.kernels import warm
 from kvlab.workloads import Request, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,11 +34,60 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("KVLAB_HYPOTHESIS", "derandomized"))
 
 
+# This machine's environment sets PYTHONDONTWRITEBYTECODE=1, and pytest then rewrites the asserts of every test
+# module again in each worker on each run (about 4 s of CPU a collection, half of it): in the test processes the
+# rewritten modules are cached in tests/__pycache__ (ignored by git) as Python caches any module. The processes the
+# tests start keep the environment as it is.
+sys.dont_write_bytecode = False
+
+KERNELS_LOCK = "kernels.lock"  # in this run's temporary folder: held while the kernels compile beside the workers
+WARMING = pytest.StashKey[list]()  # the processes that compile them
+# kvlab.workflow.kernels.warm() in two processes at once, on two cores: kvlab simulate's loop (its _simulate(), about
+# 25 s of compiling alone) in one, the rest of warm() in the other; one process for all if warm() is laid out otherwise.
+WARM_APART = (
+    "import kvlab.workflow.kernels as k; k._simulate = lambda: None; k.warm()",
+    "import kvlab.workflow.kernels as k; k._simulate()",
+)
+WARM_ALL = ("from kvlab.workflow.kernels import warm; warm()",)
+
+
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin's (this run's temporary folder)
 def pytest_configure(config):
-    """Compile the kernels once, before the workers start (pytest-xdist's controller, or a plain run), so that
-    no worker or scratch copy compiles them again."""
-    if not hasattr(config, "workerinput") and not kernels.compiled():
-        warm()
+    """Compile the kernels once, before any test runs (pytest-xdist's controller, or a plain run), so that no
+    worker or scratch copy compiles them again. The compile runs in two processes of its own; under pytest-xdist
+    they run while the workers start and collect (about 8 s each on two cores), and each worker waits for them
+    before its first test (compiled_kernels below)."""
+    if hasattr(config, "workerinput") or kernels.compiled():
+        return
+    import kvlab.workflow.kernels as warmup
+
+    lock = open(config._tmp_path_factory.getbasetemp() / KERNELS_LOCK, "w")  # noqa: SIM115 - the children hold it
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    parts = WARM_APART if callable(getattr(warmup, "_simulate", None)) else WARM_ALL
+    warming = [subprocess.Popen([sys.executable, "-c", part], cwd=ROOT, pass_fds=(lock.fileno(),)) for part in parts]
+    lock.close()  # the children's copies keep the lock until both have exited
+    workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)  # as pytest-xdist decides
+    if workers and not config.getoption("collectonly"):
+        config.stash[WARMING] = warming
+        return
+    for process in warming:  # no workers: the tests start once the kernels are compiled
+        process.wait()
+
+
+def pytest_unconfigure(config):
+    for process in config.stash.get(WARMING, []):
+        process.wait()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels(tmp_path_factory):
+    """Under pytest-xdist, each worker's first test waits for the controller's compile (a shared lock on the file
+    the compiling processes hold), so that no worker compiles the same kernels beside them."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / KERNELS_LOCK
+        if path.is_file():
+            with open(path, encoding="utf-8") as lock:
+                fcntl.flock(lock, fcntl.LOCK_SH)
 
 
 def pytest_collection_modifyitems(items):

@@ -29,7 +29,11 @@ class ToyCost:
         return 0.5 * blocks if blocks else 0.0
 
     def known(self):
-        return [], []  # no prices known before a run (StepCost.known: the database's memo)
+        """No prices known before a run (StepCost.known: the database's memo)."""
+        import numpy as np
+
+        rows = np.zeros((0, 2), dtype=np.int64)
+        return rows, np.zeros(0), rows, np.zeros(0)
 
     def describe(self):
         return {"latency_source": "toy"}

@@ -1371,7 +1371,8 @@ add_many(
 
 # --- kvlab config FILE -----------------------------------------------------------------------------------------
 TOP_KEYS = list(load_config())
-REQUIRED_KEYS = [key for key in TOP_KEYS if key in yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["required"]]
+SCHEMA_REQUIRED = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["required"]  # parsed once, not once a key
+REQUIRED_KEYS = [key for key in TOP_KEYS if key in SCHEMA_REQUIRED]
 
 
 def config_yaml(mutate):

@@ -73,18 +73,20 @@ def candidates(items, pool):
 
 
 def extensions(config):
-    """The extended config, and the dotted paths of the maps and lists extended and of those left as they are."""
+    """The extended config, and the dotted paths of the maps and lists extended and of those left as they are.
+    Each trial is made in the extended config itself and undone if it is not valid (valid() reads a config and
+    changes nothing): what a trial on a copy of it would decide, without a copy per trial (about 300 of them)."""
     extended = copy(config)
     maps, homes = {}, {}
     for path, node in list(walk(config)):
         if isinstance(node, dict) and node:
             name = "x_" + "_".join(map(str, path))  # a new entry: a copy of the first, under a name of its own
-            trial = copy(extended)
-            at(trial, path)[name] = copy(next(iter(node.values())))
-            if valid(trial):
-                at(extended, path)[name] = copy(next(iter(node.values())))
+            undo = put(at(extended, path), name, copy(next(iter(node.values()))))
+            if valid(extended):
                 maps[".".join(map(str, path))] = name
                 homes[name] = path
+            else:
+                undo()
     pool = ["rev", "fwd", *WRITE_POLICIES, *EVICTION_POLICIES, *maps.values()]
     lists, exempt = [], []
     for path, node in list(walk(extended)):
@@ -92,12 +94,11 @@ def extensions(config):
             continue
         name = ".".join(map(str, path))
         for value in candidates(node, pool):
-            trial = copy(extended)
-            at(trial, path).append(value)
-            if valid(trial):
-                at(extended, path).append(value)
+            node.append(value)  # node is the extended config's own list (and its aliases')
+            if valid(extended):
                 lists.append(name)
                 break
+            node.pop()
         else:
             (lists if named_anew(extended, path, maps, homes) else exempt).append(name)
     return extended, maps, lists, exempt
@@ -107,17 +108,27 @@ def named_anew(extended, path, maps, homes):
     """Extend the list at ``path`` with the name of a new map entry made for it (a copy of each entry in turn),
     when no name the map already has fits (a file re-dumped with sorted keys puts a trace workload first, and a
     copy of it may not fit a list of lab-sized blocks): whether one fits."""
+    names = at(extended, path)
     for first, home in homes.items():
-        for index, template in enumerate(list(at(extended, home).values())):
+        entries = at(extended, home)
+        for index, template in enumerate(list(entries.values())):
             name = f"{first}_{index}"
-            trial = copy(extended)
-            at(trial, home)[name] = copy(template)
-            at(trial, path).append(name)
-            if valid(trial):
-                at(extended, home)[name] = copy(template)
-                at(extended, path).append(name)
+            undo = put(entries, name, copy(template))
+            names.append(name)
+            if valid(extended):
                 return True
+            names.pop()
+            undo()
     return False
+
+
+def put(mapping, key, value):
+    """``mapping[key] = value``; the function that undoes it (the entry it replaced back in its place, or none)."""
+    if key not in mapping:
+        mapping[key] = value
+        return lambda: mapping.pop(key)
+    previous, mapping[key] = mapping[key], value
+    return lambda: mapping.__setitem__(key, previous)
 
 
 def write_config(folder, config):

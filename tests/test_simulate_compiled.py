@@ -216,3 +216,29 @@ def test_the_compiled_loop_serves_what_it_models(trace, monkeypatch, settings, s
         **settings,
     )
     assert bool(calls) == served
+
+
+def test_a_run_the_compiled_loop_cannot_hold_goes_to_the_python_engine(trace, monkeypatch):
+    """Where the compiled loop's state (per distinct block) would pass ``max_memory``, the run is served by the Python
+    engine, which holds only what is in flight: the same output; from standard input, which cannot be read twice,
+    the one-line stop instead."""
+    import kvlab
+    from kvlab.util.memory import MemoryLimitError
+
+    flags = {"model_config": "models/Llama-3.1-8B-Instruct/config.json", "gpu_system": "h100_sxm", "speedup": 0.5}
+    flags.update(workload="mooncake", trace=str(trace), block_tokens=512, gpu_blocks=300, cpu_blocks=600)
+    expected = kvlab.simulate(**flags).text
+    attempts = []
+    real = compiled.run
+
+    def heavy(*args):
+        attempts.append(1)
+        monkeypatch.setattr(compiled, "FOOTPRINT", compiled.Footprint(request=2**40))  # a terabyte a request
+        return real(*args)
+
+    monkeypatch.setattr(compiled, "run", heavy)
+    assert kvlab.simulate(**flags, max_memory="4G").text == expected
+    assert attempts == [1]
+    monkeypatch.setattr("sys.stdin", open(trace))  # noqa: SIM115 (closed with the test's process)
+    with pytest.raises(MemoryLimitError, match="more than --max-memory"):
+        kvlab.simulate(**{**flags, "trace": "-"}, max_memory="4G")

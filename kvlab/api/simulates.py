@@ -149,6 +149,7 @@ def simulate(
     from kvlab.engine.settings import EngineSettings, engine_setting_names
     from kvlab.engine.simulator import Engine
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
+    from kvlab.util.memory import MemoryLimitError
     from kvlab.workloads import whole_number
 
     hardware = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
@@ -204,10 +205,18 @@ def simulate(
     meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
     cost = StepCost(model, block)
     tail_first = chosen.eviction_order == "tail-first"
+    stats = None
     if compiled.compiles(made, engine, chosen, arrivals):
-        rooms = gpu_blocks, cpu_blocks, block
-        stats = compiled.run(made, engine, *rooms, cost, arrivals, per_request, tail_first, meter)
-    else:
+        try:
+            rooms = gpu_blocks, cpu_blocks, block
+            stats = compiled.run(made, engine, *rooms, cost, arrivals, per_request, tail_first, meter)
+        except MemoryLimitError:
+            if made.trace == "-":  # standard input cannot be read again
+                raise
+            # The compiled loop's state per distinct block would pass --max-memory: the Python engine holds only what
+            # is in flight and in the tiers. It reads the trace again (the same outputs either way).
+            meter.projected = 0
+    if stats is None:
         simulator = Engine(BlockPool(gpu_blocks, block), cost, offload, engine, per_request, tail_first=tail_first)
         simulator.meter = meter
         timed = _metered(made, meter)

@@ -202,15 +202,13 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
     }
     state = _Arrays(K, np, given)
     S = state.S
-    tables = []
-    for rows in cost.known():  # within the table's keys: 30 bits of tokens or of a batch, 32 of the rest
-        rows = [row for row in rows if 0 < row[0] < 2**30 and 0 <= row[1] < 2**32]
-        tables += [
-            np.array([row[:2] for row in rows], dtype=np.int64).reshape(-1, 2),
-            np.array([row[2] for row in rows]),
-        ]
-    state.room_for_prices(len(tables[0]) + len(tables[2]))
-    K.known_prices(S, state.PK, state.PV, *tables)
+    chunks, chunk_ms, steps, step_ms = cost.known()
+    # within the table's keys (kernel.prefill_key, decode_key): 30 bits of tokens or of a batch, 32 of the rest
+    fits = [
+        (0 < rows[:, 0]) & (rows[:, 0] < 2**30) & (0 <= rows[:, 1]) & (rows[:, 1] < 2**32) for rows in (chunks, steps)
+    ]
+    state.room_for_prices(int(fits[0].sum() + fits[1].sum()))
+    K.known_prices(S, state.PK, state.PV, chunks[fits[0]], chunk_ms[fits[0]], steps[fits[1]], step_ms[fits[1]])
     batches = _batches(workload, settings, arrivals, block, np)
     # Keys cut from trace blocks are dense already (TraceWorkload._columns), a trace's own ids are numbered first.
     interner = Interner() if getattr(workload, "split", 1) == 1 else None
@@ -248,8 +246,9 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
             S[K.CURSOR], S[K.FED] = 0, len(tokens)
             alive = state.slots - S[K.FREE_N]
             state.room_for_slots(alive + len(tokens))
-            state.OUTF = state._grown(state.OUTF, max(requests + len(tokens), 2 * len(state.OUTF)))
-            state.OUTI = state._grown(state.OUTI, len(state.OUTF))
+            if requests + len(tokens) > len(state.OUTF):  # a row per request that may finish
+                state.OUTF = state._grown(state.OUTF, max(requests + len(tokens), 2 * len(state.OUTF)))
+                state.OUTI = state._grown(state.OUTI, len(state.OUTF))
             state.room_for_lookups(int(((tokens + outputs) // block).max(initial=0)) + 2, cost)
             requests += len(tokens)
             accesses += int(counts.sum())

@@ -39,15 +39,23 @@ class StepCost:
 
     def known(self):
         """The prices the model has answered before (the measured database's memo, kvlab/latency/database.py), as
-        ``([(tokens, cached, ms)], [(batch, mean context, ms)])`` of :meth:`prefill_ms` and :meth:`decode_ms`; none
-        for the roofline."""
+        ``(chunks, chunk_ms, steps, step_ms)``: int64 rows ``(tokens, cached)`` of :meth:`prefill_ms` and
+        ``(batch, mean context)`` of :meth:`decode_ms`, and their ms; none for the roofline."""
+        import itertools
+
+        import numpy as np
+
         database = self.model.database
-        if database is None:
-            return [], []
-        prefill, decode = database.answered()
-        chunks = [(tokens, prefix, ms) for (batch, tokens, prefix), ms in prefill.items() if batch == 1]
-        steps = [(batch, context, ms) for (batch, context, osl), ms in decode.items() if osl == 2]
-        return chunks, steps
+        answered = database.answered() if database is not None else ({}, {})
+        tables = []
+        for answers, (first, fixed) in zip(answered, ((0, 1), (2, 2)), strict=True):  # (batch, tokens, cached) ...
+            keys = np.fromiter(itertools.chain.from_iterable(answers), dtype=np.int64, count=3 * len(answers))
+            keys = keys.reshape(-1, 3)
+            ms = np.fromiter(answers.values(), dtype=np.float64, count=len(answers))
+            mine = keys[:, first] == fixed  # prefill chunks of one request; decode steps of osl 2 (one step)
+            rows = keys[mine][:, [1, 2]] if first == 0 else keys[mine][:, [0, 1]]
+            tables += [np.ascontiguousarray(rows), ms[mine]]
+        return tuple(tables)
 
     def copy_ms(self, blocks):
         """``blocks`` blocks over a link (either way: the link is priced the same both ways)."""

@@ -38,7 +38,9 @@ class _FlatCost:
         return float(blocks)
 
     def known(self):
-        return [(8, 0, 1.0)], [(1, 256, 1.0)]
+        import numpy as np
+
+        return np.array([[8, 0]]), np.array([1.0]), np.array([[1, 256]]), np.array([1.0])
 
 
 def _simulate():
