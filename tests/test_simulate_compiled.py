@@ -130,6 +130,32 @@ def test_a_clock_that_goes_back_stops_either_engine_alike():
     assert results[0] == results[1] == "request 3: its timestamp goes back (1.5 s after 2.0 s)"
 
 
+@pytest.mark.parametrize(
+    ("requests", "block", "gpu", "engine", "line"),
+    [
+        (  # found by a seeded search: seven requests at once through five blocks of four tokens, two on the CPU
+            [([0, 11], 8, 7), ([30, 31], 8, 7), ([10, 11], 8, 14), ([30, 41, 42], 12, 7), ([30, 51], 8, 5)]
+            + [([30, 41, 2], 12, 4), ([0], 4, 1)],
+            4,
+            5,
+            EngineSettings(max_num_batched_tokens=64, max_num_seqs=4, generated_blocks="drop"),
+            "the engine is stuck: requests wait for blocks that nothing will free",
+        ),
+        (  # and five requests through seven blocks of two (and two on the CPU), preempting each other
+            [([20, 51, 52, 53], 8, 6), ([0], 2, 3), ([0, 41, 32, 3, 34], 10, 7), ([40, 31, 12, 33, 24], 10, 5)]
+            + [([10, 41, 2], 6, 3)],
+            2,
+            7,
+            EngineSettings(max_num_batched_tokens=2, max_num_seqs=6, generated_blocks="drop"),
+            "the engine thrashes: request 3 was preempted 1001 times",
+        ),
+    ],
+)
+def test_an_engine_that_cannot_go_on_stops_either_way_alike(requests, block, gpu, engine, line):
+    results = both(Columnar(requests, [0.0] * len(requests), 2, 1.0), block, gpu, 2, "tail-first", Arrivals(), engine)
+    assert results[0] == results[1] and results[0].startswith(line)
+
+
 def test_no_output_lengths_stops_either_engine_alike():
     workload = Columnar([([1, 2], 40, None)], [0.0], 1, 1.0)
     results = both(workload, 16, 20, 0, "tail-first", Arrivals(), EngineSettings())

@@ -6,23 +6,27 @@ give the same outputs byte for byte (tests/test_simulate_compiled.py). The drive
 time, numbers its blocks densely (``kvlab/workloads/dense.py``) and each request's generated blocks after them,
 grows the loop's arrays before each batch, and answers the loop's questions: the next batch, a step's prices (the
 hardware model's, :class:`kvlab.engine.cost.StepCost`, each asked once), more room. What the run holds: its arrays
-per distinct block and per request (:data:`FOOTPRINT`), the trace's batch, and the requests in flight.
+per distinct block and per request (:data:`FOOTPRINT`), the trace's batch, and the requests in flight; where that
+would pass ``--max-memory``, ``kvlab.simulate`` gives the run to the Python engine, which holds only what is in flight
+and in the tiers.
 """
 
 import os
 import random
 from array import array
 
+from kvlab.cache.compiled import TABLE_BYTES_PER_KEY
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.memory import Footprint
 
 __all__ = ["FOOTPRINT", "compiles", "run"]
 
-# Per distinct block: the interner's table (kvlab/cache/compiled.py's 72 + 48 bytes at its worst), its place among the
-# run's ids (8 bytes), and the pool's and the CPU tier's state (22 bytes, grown by doubling: up to 3 x 22 while it
-# grows). Per request: its times and counts (88 bytes, by doubling: 3 x 88). Per block access: its key in the batch's
-# ids (kvlab's readers count those in READING_BYTES) and, while the request is in flight, in the loop's arena.
-FOOTPRINT = Footprint(key=72 + 48 + 8 + 3 * 22, request=3 * 88, access=0)
+# Per distinct block: the interner's table (as the compiled replay's, kvlab/cache/compiled.py: 72 + 48 bytes at its
+# worst), its place among the run's ids (8 bytes), and the pool's and the CPU tier's state (28 bytes, grown by
+# doubling: up to 3 x 28 while it grows). Per request: its times and counts (88 bytes, by doubling: 3 x 88). Per block
+# access: its key in the batch's ids (kvlab's readers count those in READING_BYTES) and, while the request is in
+# flight, in the loop's arena.
+FOOTPRINT = Footprint(key=TABLE_BYTES_PER_KEY + 2 * TABLE_BYTES_PER_KEY // 3 + 8 + 3 * 28, request=3 * 88)
 ROW_BYTES = 480  # a --per-request row as a tuple of Python numbers, and its CSV text (simulates.simulate_footprint)
 FIRST_SLOTS = 1024  # requests in flight the arrays hold at first (grown by doubling)
 

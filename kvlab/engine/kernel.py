@@ -23,7 +23,7 @@ from numba import njit
 # What a call returns (S[CODE] holds it, with details in S).
 DONE, NEED_REQUESTS, NEED_PRICES, NEED_ROOM, STUCK, THRASH, UNSERVED = range(7)
 NONE = -1
-CACHED, PENDING = 1, 2  # P bits
+CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU tier, its LRU list's previous and next
 
 # S: the run's integers. Settings first (set by the driver, with the constants of simulator.py and cost.py: a
 # compiled function keeps the constants it was compiled with), then counters and the loop's state.
