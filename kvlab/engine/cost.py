@@ -41,21 +41,20 @@ class StepCost:
         """The prices the model has answered before (the measured database's memo, kvlab/latency/database.py), as
         ``(chunks, chunk_ms, steps, step_ms)``: int64 rows ``(tokens, cached)`` of :meth:`prefill_ms` and
         ``(batch, mean context)`` of :meth:`decode_ms`, and their ms; none for the roofline."""
-        import itertools
-
         import numpy as np
 
-        database = self.model.database
-        answered = database.answered() if database is not None else ({}, {})
-        tables = []
-        for answers, (first, fixed) in zip(answered, ((0, 1), (2, 2)), strict=True):  # (batch, tokens, cached) ...
-            keys = np.fromiter(itertools.chain.from_iterable(answers), dtype=np.int64, count=3 * len(answers))
-            keys = keys.reshape(-1, 3)
-            ms = np.fromiter(answers.values(), dtype=np.float64, count=len(answers))
-            mine = keys[:, first] == fixed  # prefill chunks of one request; decode steps of osl 2 (one step)
-            rows = keys[mine][:, [1, 2]] if first == 0 else keys[mine][:, [0, 1]]
-            tables += [np.ascontiguousarray(rows), ms[mine]]
-        return tuple(tables)
+        if self.model.database is None:
+            rows = np.zeros((0, 2), dtype=np.int64)
+            return rows, np.zeros(0), rows, np.zeros(0)
+        (prefills, prefill_ms), (decodes, decode_ms) = self.model.database.answered()
+        chunks = prefills[:, 0] == 1  # (batch, tokens, cached): one request's
+        steps = decodes[:, 2] == 2  # (batch, context, osl): osl 2, one step
+        return (
+            np.ascontiguousarray(prefills[chunks][:, 1:]),
+            prefill_ms[chunks],
+            np.ascontiguousarray(decodes[steps][:, :2]),
+            decode_ms[steps],
+        )
 
     def copy_ms(self, blocks):
         """``blocks`` blocks over a link (either way: the link is priced the same both ways)."""

@@ -106,24 +106,33 @@ def _encode(prefill, decode):
     return MAGIC + hashlib.blake2b(body, digest_size=_DIGEST).digest() + body
 
 
-def _decode(data):
-    """The two dicts of a memo file's bytes; empty ones for no file, or one corrupt, cut or of another format."""
-    empty = ({}, {})
+def _columns(data):
+    """Per kind, the query triples (int64, one row each) and the answers (float64) of a memo file's bytes, as views
+    of them; empty ones for no file, or one corrupt, cut or of another format."""
+    empty = (np.zeros((0, 3), dtype=np.int64), np.zeros(0))
     if data is None or not data.startswith(MAGIC) or len(data) < len(MAGIC) + _DIGEST + _COUNTS.size:
-        return empty
+        return empty, empty
     digest, body = data[len(MAGIC) : len(MAGIC) + _DIGEST], memoryview(data)[len(MAGIC) + _DIGEST :]
     if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
-        return empty
+        return empty, empty
     counts = _COUNTS.unpack_from(body)
     if len(body) != _COUNTS.size + 32 * sum(counts):
-        return empty
+        return empty, empty
     found, offset = [], _COUNTS.size
     for count in counts:
-        columns = np.frombuffer(body, "<i8", 3 * count, offset).reshape(3, count).tolist()
-        answers = np.frombuffer(body, "<f8", count, offset + 24 * count).tolist()
-        found.append(dict(zip(zip(*columns, strict=True), answers, strict=True)) if count else {})
+        keys = np.frombuffer(body, "<i8", 3 * count, offset).reshape(3, count).T
+        found.append((keys, np.frombuffer(body, "<f8", count, offset + 24 * count)))
         offset += 32 * count
     return tuple(found)
+
+
+def _answers(keys, answers):
+    return dict(zip(map(tuple, keys.tolist()), answers.tolist(), strict=True))
+
+
+def _decode(data):
+    """The two dicts of a memo file's bytes (:func:`_columns`'s)."""
+    return tuple(_answers(*kind) for kind in _columns(data))
 
 
 def _key(query):
@@ -136,12 +145,39 @@ def _key(query):
 
 
 class _Memo:
-    """One setting's answers: those its file held when first asked for, and this process's new ones."""
+    """One setting's answers: those its file held when first asked for (as arrays: the dicts are made on the first
+    query that needs them, so a run that asks none never makes them), and this process's new ones."""
 
     def __init__(self, path):
         self.path = path
-        self.prefill, self.decode = _decode(user_cache.read(path)) if path is not None else ({}, {})
+        self.columns = _columns(user_cache.read(path) if path is not None else None)
+        self._dicts = None
         self.new = 0
+
+    @property
+    def prefill(self):
+        return self._answers()[0]
+
+    @property
+    def decode(self):
+        return self._answers()[1]
+
+    def _answers(self):
+        if self._dicts is None:
+            self._dicts = tuple(_answers(*kind) for kind in self.columns)
+        return self._dicts
+
+    def answered(self):
+        """Per kind ``(query triples, answers)`` as arrays: the file's and this process's."""
+        if self._dicts is None:
+            return self.columns
+        return tuple(
+            (
+                np.array(list(answers), dtype=np.int64).reshape(-1, 3),
+                np.fromiter(answers.values(), dtype=np.float64, count=len(answers)),
+            )
+            for answers in self._dicts
+        )
 
     def add(self, answers, query, answer):
         key = _key(query)
@@ -196,7 +232,8 @@ class Database:
         self.memo = _memo(*self.setting)
         self.source = f"database: {PACKAGE} {package_version()} {system}/{self.backend}/{self.version}"
         self.what = f"{model_dir} on {system}/{self.backend} tp {tp}"
-        self.prefill_ms(1)  # a model it compiles but has no kernels for (a cut config.json) fails its queries
+        if not any(len(answers) for _, answers in self.memo.columns):  # an answer kept shows the handle worked
+            self.prefill_ms(1)  # a model it compiles but has no kernels for (a cut config.json) fails its queries
 
     @property
     def handle(self):
@@ -230,9 +267,9 @@ class Database:
         return self._answer(self.memo.decode, "predict_decode_latency", (batch, context, steps))
 
     def answered(self):
-        """The queries answered so far, the memo's and this process's: ``({(batch, tokens, prefix): ms},
-        {(batch, context, steps): ms})`` (to read, not to change)."""
-        return self.memo.prefill, self.memo.decode
+        """The queries answered so far, the memo's and this process's: per kind (prefill, decode) the int64 rows
+        ``(batch, tokens, prefix)`` or ``(batch, context, steps)`` and their ms (to read, not to change)."""
+        return self.memo.answered()
 
     def flush(self):
         """Write this setting's new answers to the user's cache now (else at the process's exit)."""
