@@ -87,8 +87,9 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
     ERROR_NUMBER,
     ERROR_COUNT,
     ARENA_BASE,
+    N_PENDING,
     S_SIZE,
-) = range(60)
+) = range(61)
 # F: the run's floats.
 NOW, H2D_FREE, D2H_FREE, BUSY_H2D, BUSY_D2H, FIRST, LAST, DECODE_ANSWER, F_SIZE = range(9)
 # R[slot]: a request's integers (Request's fields in kvlab/engine/simulator.py).
@@ -272,13 +273,11 @@ def pool_hold(S, P, keys, start, count, anonymous, pending):
             shared += 1
     if anonymous + count - shared > S[BLOCKS] - S[N_HELD] - S[ANON]:
         return False
-    if shared < count:
+    if shared < count:  # out of the free queue (if there), held once more (one pass: the queue's order is the same)
         for i in range(start, end):
             key = keys[i]
             if P[key, 1] & CACHED:
                 _unlink_cached(S, P, key)
-        for i in range(start, end):
-            key = keys[i]
             if P[key, 0] > 0:
                 P[key, 0] += 1
             else:
@@ -286,6 +285,7 @@ def pool_hold(S, P, keys, start, count, anonymous, pending):
                 S[N_HELD] += 1
                 if pending:
                     P[key, 1] |= PENDING
+                    S[N_PENDING] += 1
     else:
         for i in range(start, end):
             P[keys[i], 0] += 1
@@ -308,15 +308,18 @@ def pool_release(S, P, keys, start, end, step):
             P[key, 0] = 0
             S[N_HELD] -= 1
             _append_cached(S, P, key)
-    for i in range(start, end, step):
-        P[keys[i], 1] &= ~PENDING
+    if S[N_PENDING]:  # BlockPool.release: ``if self.pending``
+        pool_unpend(S, P, keys, start, end, step)
 
 
 @njit(cache=True)
-def pool_unpend(P, keys, start, end):
+def pool_unpend(S, P, keys, start, end, step):
     """``BlockPool.loaded`` and ``uncounted``: their copies completed."""
-    for i in range(start, end):
-        P[keys[i], 1] &= ~PENDING
+    for i in range(start, end, step):
+        key = keys[i]
+        if P[key, 1] & PENDING:
+            P[key, 1] &= ~PENDING
+            S[N_PENDING] -= 1
 
 
 # --- the CPU tier (kvlab/cache/eviction/lru.py LRU, equal-sized blocks) ----------------------------------------
@@ -644,7 +647,7 @@ def _event(S, F, R, P, C, arena, RUN, FREE, EVI, KB, SCR, event):
     base = S[ARENA_BASE]
     if EVI[event, E_KIND] == LOADED:
         count = _lookup_ids(R, arena, base, slot, EVI[event, E_GPU], EVI[event, E_CPU], SCR)
-        pool_unpend(P, SCR, 0, count)
+        pool_unpend(S, P, SCR, 0, count, 1)
         R[slot, R_LOADING] = 0
         S[LOADS] -= 1
         return
@@ -662,7 +665,7 @@ def _event(S, F, R, P, C, arena, RUN, FREE, EVI, KB, SCR, event):
     koff, klen = EVI[event, E_KOFF], EVI[event, E_KLEN]
     if R[slot, R_COPYING] == event:
         R[slot, R_COPYING] = NONE
-        pool_unpend(P, KB, koff, koff + klen)
+        pool_unpend(S, P, KB, koff, koff + klen, 1)
     else:
         pool_release(S, P, KB, koff, koff + klen, 1)
     R[slot, R_STORING] -= 1
