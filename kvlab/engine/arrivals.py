@@ -64,6 +64,11 @@ class Arrivals:
             if first is None:
                 first = last = stamp
             if stamp < last:
-                raise SettingError(f"request {number}: its timestamp goes back ({stamp} s after {last} s)")
+                raise going_back(number, stamp, last)
             last = stamp
             yield (stamp - first) / speedup, request
+
+
+def going_back(number, stamp, last):
+    """The stop at request ``number`` (from 1) whose timestamp ``stamp`` (s) comes before the last one's."""
+    return SettingError(f"request {number}: its timestamp goes back ({stamp} s after {last} s)")

@@ -16,7 +16,9 @@ import random
 from array import array
 
 from kvlab.cache.compiled import TABLE_BYTES_PER_KEY
-from kvlab.util.errors import KvlabError, SettingError
+from kvlab.engine.arrivals import going_back
+from kvlab.engine.simulator import MAX_PREEMPTIONS, NO_OUTPUTS, STUCK, EngineStats, thrashing, unserved
+from kvlab.util.errors import KvlabError
 from kvlab.util.memory import Footprint
 
 __all__ = ["FOOTPRINT", "compiles", "run"]
@@ -189,7 +191,6 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
 
     from kvlab.engine import kernel as K
     from kvlab.engine.cost import DECODE_CONTEXT_STEP
-    from kvlab.engine.simulator import MAX_PREEMPTIONS, EngineStats
     from kvlab.workloads.dense import Interner
 
     given = {
@@ -265,23 +266,19 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
         elif code == K.NEED_PRICES:
             for j, (tokens, cached) in enumerate(state.Q[: S[K.N_QUERIES]].tolist()):
                 state.QA[j] = cost.prefill_ms(tokens, cached)
-            query = int(S[K.DECODE_QUERY])
-            if query:
-                batch, mean = (query >> 32) & (2**30 - 1), query & 0xFFFFFFFF  # kernel.decode_key's
+            if S[K.DECODE_QUERY]:
+                batch, mean = int(S[K.DECODE_BATCH]), int(S[K.DECODE_MEAN])
                 state.F[K.DECODE_ANSWER] = cost.decode_ms(batch, mean * batch)
         elif code == K.NEED_ROOM:
             state.room()
         elif code == K.DONE:
             break
         elif code == K.STUCK:
-            raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
+            raise KvlabError(STUCK)
         elif code == K.THRASH:
-            raise KvlabError(
-                f"the engine thrashes: request {S[K.ERROR_NUMBER]} was preempted {S[K.ERROR_COUNT]} times "
-                "(the pool is too small for this load: give more --gpu-blocks or a smaller --max-num-seqs)"
-            )
+            raise thrashing(S[K.ERROR_NUMBER], S[K.ERROR_COUNT])
         else:  # UNSERVED
-            raise KvlabError(f"{S[K.W_N]} requests could not be served (the pool cannot hold them)")
+            raise unserved(S[K.W_N])
     return _stats(state, per_request, EngineStats)
 
 
@@ -300,7 +297,7 @@ def _batches(workload, settings, arrivals, block, np):
         if settings.output_tokens:
             output = np.full(count, settings.output_tokens, dtype=np.int64)
         elif any(value is None for value in outputs):
-            raise KvlabError("this workload has no output lengths: give --output-tokens")
+            raise KvlabError(NO_OUTPUTS)
         else:
             output = np.maximum(1, np.asarray(outputs, dtype=np.int64))
         if draw is not None:
@@ -314,10 +311,7 @@ def _batches(workload, settings, arrivals, block, np):
             back = np.flatnonzero(stamps < previous)
             if len(back):
                 i = int(back[0])
-                raise SettingError(
-                    f"request {number + i + 1}: its timestamp goes back ({float(stamps[i])} s after"
-                    f" {float(previous[i])} s)"
-                )
+                raise going_back(number + i + 1, float(stamps[i]), float(previous[i]))
             if first is None:
                 first = float(stamps[0])
             last = float(stamps[-1])

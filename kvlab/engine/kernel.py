@@ -81,6 +81,8 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
     PREEMPTED,
     N_QUERIES,
     DECODE_QUERY,
+    DECODE_BATCH,
+    DECODE_MEAN,
     PRICES,
     PRICE_MULTIPLIER,
     PRICE_SHIFT,
@@ -89,7 +91,7 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
     ARENA_BASE,
     N_PENDING,
     S_SIZE,
-) = range(61)
+) = range(63)
 # F: the run's floats.
 NOW, H2D_FREE, D2H_FREE, BUSY_H2D, BUSY_D2H, FIRST, LAST, DECODE_ANSWER, F_SIZE = range(9)
 # R[slot]: a request's integers (Request's fields in kvlab/engine/simulator.py).
@@ -957,6 +959,7 @@ def _execute(
         mean = _decode_mean(context, decodes, S[CONTEXT_STEP])
         if price_of(S, PK, PV, decode_key(decodes, mean)) < 0:
             S[DECODE_QUERY] = decode_key(decodes, mean)
+            S[DECODE_BATCH], S[DECODE_MEAN] = decodes, mean
             missing += 1
     if missing:
         S[N_QUERIES] = missing - (1 if S[DECODE_QUERY] else 0)

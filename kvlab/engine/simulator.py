@@ -38,6 +38,21 @@ MAX_PREEMPTIONS = 1000  # a request preempted this often: the engine thrashes (a
 GENERATED = "generated"  # a generated block's key: (GENERATED, request, block), never a workload's (an int)
 
 
+def unserved(count):
+    return KvlabError(f"{count} requests could not be served (the pool cannot hold them)")
+
+
+def thrashing(number, times):
+    return KvlabError(
+        f"the engine thrashes: request {number} was preempted {times} times "
+        "(the pool is too small for this load: give more --gpu-blocks or a smaller --max-num-seqs)"
+    )
+
+
+STUCK = "the engine is stuck: requests wait for blocks that nothing will free"
+NO_OUTPUTS = "this workload has no output lengths: give --output-tokens"
+
+
 class Request:
     """One request in the engine; times in seconds on the engine's clock."""
 
@@ -156,7 +171,7 @@ class Engine:
                 break
             self.now = max(self.now, upcoming)
         if self.waiting:
-            raise KvlabError(f"{len(self.waiting)} requests could not be served (the pool cannot hold them)")
+            raise unserved(len(self.waiting))
         return self.stats
 
     def _pull(self):
@@ -209,7 +224,7 @@ class Engine:
     def _arrive(self, when, timed, client):
         output = self.settings.output_tokens or timed.output_tokens
         if output is None:
-            raise KvlabError("this workload has no output lengths: give --output-tokens")
+            raise KvlabError(NO_OUTPUTS)
         request = Request(self.numbered, when, timed.keys, timed.tokens, max(1, output), self.block, client)
         self.numbered += 1
         stats = self.stats
@@ -279,7 +294,7 @@ class Engine:
         """Nothing could be scheduled: on to the next arrival or completed copy (none: the engine is stuck)."""
         upcoming = self._upcoming()
         if upcoming is None:
-            raise KvlabError("the engine is stuck: requests wait for blocks that nothing will free")
+            raise KvlabError(STUCK)
         self.now = max(self.now, upcoming)
 
     def _schedule_waiting(self, scheduled, budget, reserve=None):
@@ -518,10 +533,7 @@ class Engine:
         request.preemptions += 1
         self.stats.preemptions += 1
         if request.preemptions > MAX_PREEMPTIONS:
-            raise KvlabError(
-                f"the engine thrashes: request {request.number} was preempted {request.preemptions} times "
-                "(the pool is too small for this load: give more --gpu-blocks or a smaller --max-num-seqs)"
-            )
+            raise thrashing(request.number, request.preemptions)
         if front:
             self.waiting.appendleft(request)
         else:
