@@ -4,9 +4,9 @@ of the cache into another tree.
 numba caches each ``@njit(cache=True)`` kernel beside its module (``__pycache__/*.nbi`` and ``*.nbc``), keyed on
 the module's name, the SHA-256 of the source file (numba 0.68, ``numba/core/caching.py``,
 ``_hash_source_file``) and the function's bytecode: not on the folder. So a copied tree (a test's scratch copy,
-``kvlab check``'s ``work/check/``) can take the cache along
-instead of compiling again (about 5 s of CPU), and parallel jobs or test workers load what one warm-up compiled
-instead of each compiling the same kernels at once.
+``kvlab check``'s ``work/check/``) can take the cache along instead of compiling again (about 30 s of CPU, most
+of it kvlab simulate's loop), and parallel jobs or test workers load what one warm-up compiled instead of each
+compiling the same kernels at once.
 
 ``python -m kvlab.workflow.kernels`` warms them (it imports the domain, so it lives above it).
 """
