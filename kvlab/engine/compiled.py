@@ -214,7 +214,7 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
     ]
     state.room_for_prices(int(fits[0].sum() + fits[1].sum()))
     K.known_prices(S, state.PK, state.PV, chunks[fits[0]], chunk_ms[fits[0]], steps[fits[1]], step_ms[fits[1]])
-    batches = _batches(workload, settings, arrivals, block, np)
+    batches = _batches(workload, settings, arrivals, np)
     # Keys cut from trace blocks are dense already (TraceWorkload._columns), a trace's own ids are numbered first.
     interner = Interner() if getattr(workload, "split", 1) == 1 else None
     place = np.zeros(0, dtype=np.int64)  # each key's id in the run (-1: none yet)
@@ -282,7 +282,7 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
     return _stats(state, per_request, EngineStats)
 
 
-def _batches(workload, settings, arrivals, block, np):
+def _batches(workload, settings, arrivals, np):
     """``(arrival_s, tokens, outputs, counts, keys)`` per batch of the trace (open-loop arrivals, as
     ``Arrivals.open_times`` gives them; outputs as ``Engine._arrive`` takes them)."""
     draw = random.Random(arrivals.seed).expovariate if arrivals.kind == "rate" else None

@@ -407,7 +407,7 @@ def _earlier(EVF, EVI, a, b):
 
 
 @njit(cache=True)
-def _push_event(S, F, EVF, EVI, H, EVFREE, when, kind, slot, koff, klen, gpu_end, cpu_end):
+def _push_event(S, EVF, EVI, H, EVFREE, when, kind, slot, koff, klen, gpu_end, cpu_end):
     """``Engine._push``: an event at ``when``, after every earlier one pushed for the same time."""
     S[EVFREE_N] -= 1
     event = EVFREE[S[EVFREE_N]]
@@ -466,7 +466,7 @@ def _lookup_ids(R, arena, base, slot, start, end, out):
 
 
 @njit(cache=True)
-def _upcoming(S, F, EVF, H, fed_arrival):
+def _upcoming(S, EVF, H, fed_arrival):
     """``Engine._upcoming``: the next event or arrival; -1.0 for none (the clock never goes below 0)."""
     upcoming = -1.0
     if S[EV_N]:
@@ -534,7 +534,7 @@ def run(
     while True:
         if S[PHASE] == 1:  # a step scheduled, waiting for its prices
             code = _execute(
-                S, F, R, RF, P, C, arena, fed_arrival, W, RUN,
+                S, F, R, RF, P, C, arena, fed_arrival, RUN,
                 FREE, EVF, EVI, H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q,
             )  # fmt: skip
             if code != DONE:
@@ -557,7 +557,7 @@ def run(
             return NEED_REQUESTS
         while S[EV_N] and EVF[H[0]] <= now:
             event = _pop_event(S, EVF, EVI, H)
-            _event(S, F, R, P, C, arena, RUN, FREE, EVI, KB, SCR,
+            _event(S, R, P, C, arena, FREE, EVI, KB, SCR,
                    event)  # fmt: skip
             EVFREE[S[EVFREE_N]] = event
             S[EVFREE_N] += 1
@@ -569,7 +569,7 @@ def run(
                 S[CODE] = code
                 return code
             continue
-        upcoming = _upcoming(S, F, EVF, H, fed_arrival)
+        upcoming = _upcoming(S, EVF, H, fed_arrival)
         if upcoming < 0:
             break
         if upcoming > F[NOW]:
@@ -643,7 +643,7 @@ def _free_slot(S, R, FREE, slot):
 
 
 @njit(cache=True)
-def _event(S, F, R, P, C, arena, RUN, FREE, EVI, KB, SCR, event):
+def _event(S, R, P, C, arena, FREE, EVI, KB, SCR, event):
     """``Engine._admit``'s events: a load or a store completed."""
     slot = EVI[event, E_SLOT]
     base = S[ARENA_BASE]
@@ -803,7 +803,7 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
     if n == 0:
         if preempted:
             return DONE
-        upcoming = _upcoming(S, F, EVF, H, fed_arrival)  # Engine._wait
+        upcoming = _upcoming(S, EVF, H, fed_arrival)  # Engine._wait
         if upcoming < 0:
             return STUCK
         if upcoming > F[NOW]:
@@ -896,7 +896,7 @@ def _schedule_waiting(
                 R[slot, R_LOADING] = 1  # Engine._load
                 S[LOADS] += 1
                 done = _copy(S, F, copy_ms, 0, cpu_end - gpu_end)
-                _push_event(S, F, EVF, EVI, H, EVFREE, done, LOADED, slot, 0, 0, gpu_end, cpu_end)
+                _push_event(S, EVF, EVI, H, EVFREE, done, LOADED, slot, 0, 0, gpu_end, cpu_end)
                 SKIP[skipped] = _pop_front(S, W)
                 skipped += 1
                 continue
@@ -933,7 +933,7 @@ def _decode_mean(context, batch, step):
 
 @njit(cache=True)
 def _execute(
-    S, F, R, RF, P, C, arena, fed_arrival, W, RUN, FREE, EVF, EVI,
+    S, F, R, RF, P, C, arena, fed_arrival, RUN, FREE, EVF, EVI,
     H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q,
 ):  # fmt: skip
     """``Engine._execute``: the step priced (or, with a price missing, the queries in ``Q`` and NEED_PRICES), its
@@ -985,7 +985,7 @@ def _execute(
     start = F[NOW]
     steps = 1
     if decodes == n and not S[PREEMPTED]:
-        steps = _run_length(S, F, R, EVF, H, fed_arrival, RUN, step_ms, start)
+        steps = _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start)
     end = start + steps * step_ms / 1000
     S[STEPS] += steps
     finished = 0
@@ -1018,7 +1018,7 @@ def _execute(
 
 
 @njit(cache=True)
-def _run_length(S, F, R, EVF, H, fed_arrival, RUN, step_ms, start):
+def _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start):
     """``Engine._run_length``: how many decode steps of this batch run alike."""
     running = S[RUN_N]
     steps = R[RUN[0], R_OUTPUT] - R[RUN[0], R_GENERATED]
@@ -1033,7 +1033,7 @@ def _run_length(S, F, R, EVF, H, fed_arrival, RUN, step_ms, start):
     grain = -(-mean // S[CONTEXT_STEP]) * S[CONTEXT_STEP] - mean + 1
     if grain < steps:
         steps = grain
-    upcoming = _upcoming(S, F, EVF, H, fed_arrival)
+    upcoming = _upcoming(S, EVF, H, fed_arrival)
     if upcoming >= 0 and step_ms > 0:
         until = math.ceil((upcoming - start) * 1000 / step_ms)
         if until < 1:
@@ -1082,7 +1082,7 @@ def _store(S, F, R, P, C, arena, EVF, EVI, H, EVFREE, KB, copy_ms, slot):
         pool_hold(S, P, KB, koff, count, 0, 0)
     done = _copy(S, F, copy_ms, 1, count) if count else F[NOW]
     R[slot, R_STORING] += 1
-    event = _push_event(S, F, EVF, EVI, H, EVFREE, done, STORED, slot, koff, count, gpu_end, cpu_end)
+    event = _push_event(S, EVF, EVI, H, EVFREE, done, STORED, slot, koff, count, gpu_end, cpu_end)
     if copying:
         R[slot, R_COPYING] = event
 
