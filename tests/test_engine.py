@@ -173,9 +173,8 @@ TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"
 MODEL = ("--model-config", "models/Llama-3.1-8B-Instruct/config.json", "--gpu-system", "h100_sxm")
 
 
-@pytest.fixture(scope="module")
-def head_trace(tmp_path_factory):
-    """The conversation trace's first 30 requests."""
+def trace_head(tmp_path_factory, requests):
+    """A file of the conversation trace's first ``requests`` requests."""
     import gzip
     import itertools
 
@@ -183,8 +182,14 @@ def head_trace(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("trace") / "head.jsonl"
     with gzip.open(ROOT / TRACE, "rt") as source:
-        path.write_text("".join(itertools.islice(source, 30)))
+        path.write_text("".join(itertools.islice(source, requests)))
     return path
+
+
+@pytest.fixture(scope="module")
+def head_trace(tmp_path_factory):
+    """The conversation trace's first 30 requests."""
+    return trace_head(tmp_path_factory, 30)
 
 
 def test_simulate_figures_hold_together(tmp_path):

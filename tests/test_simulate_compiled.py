@@ -12,7 +12,7 @@ import pytest
 from engine_reference import ToyCost
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_engine import TRACE, chains
+from test_engine import chains, trace_head
 
 from kvlab.cache.write_policies import make_cache
 from kvlab.engine import compiled
@@ -165,15 +165,7 @@ def test_no_output_lengths_stops_either_engine_alike():
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     """The conversation trace's first 400 requests."""
-    import gzip
-    import itertools
-
-    from conftest import ROOT
-
-    path = tmp_path_factory.mktemp("trace") / "head.jsonl"
-    with gzip.open(ROOT / TRACE, "rt") as source:
-        path.write_text("".join(itertools.islice(source, 400)))
-    return path
+    return trace_head(tmp_path_factory, 400)
 
 
 @pytest.mark.parametrize(

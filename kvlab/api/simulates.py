@@ -195,11 +195,6 @@ def simulate(
                 f"argument --{name.replace('_', '-')}: kvlab simulate models {modelled} only (vLLM's block pool), got"
                 f" {value}"
             )
-    offload = None
-    if cpu_blocks:
-        from kvlab.cache.write_policies import make_cache
-
-        offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
     if gpu_blocks < 1:
         raise SettingError("argument --gpu-blocks: the engine needs a GPU pool of at least one block")
     meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
@@ -217,6 +212,11 @@ def simulate(
             # is in flight and in the tiers. It reads the trace again (the same outputs either way).
             meter.projected = 0
     if stats is None:
+        offload = None
+        if cpu_blocks:
+            from kvlab.cache.write_policies import make_cache
+
+            offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
         simulator = Engine(BlockPool(gpu_blocks, block), cost, offload, engine, per_request, tail_first=tail_first)
         simulator.meter = meter
         timed = _metered(made, meter)

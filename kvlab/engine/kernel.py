@@ -229,30 +229,43 @@ def lookup_length(S, R, slot):
 
 
 @njit(cache=True)
-def _unlink_cached(S, P, key):
-    before, after = P[key, 2], P[key, 3]
+def _unlink(S, A, key, head, tail, prev, after):
+    """Take ``key`` out of a doubly linked list: its ends ``S[head]``, ``S[tail]``, its links ``A[key, prev]``,
+    ``A[key, after]`` (the pool's free queue, the CPU tier's LRU order)."""
+    before, behind = A[key, prev], A[key, after]
     if before == NONE:
-        S[C_HEAD] = after
+        S[head] = behind
     else:
-        P[before, 3] = after
-    if after == NONE:
-        S[C_TAIL] = before
+        A[before, after] = behind
+    if behind == NONE:
+        S[tail] = before
     else:
-        P[after, 2] = before
+        A[behind, prev] = before
+
+
+@njit(cache=True)
+def _append(S, A, key, head, tail, prev, after):
+    """Put ``key`` at the end of the list of :func:`_unlink`."""
+    last = S[tail]
+    A[key, prev] = last
+    A[key, after] = NONE
+    if last == NONE:
+        S[head] = key
+    else:
+        A[last, after] = key
+    S[tail] = key
+
+
+@njit(cache=True)
+def _unlink_cached(S, P, key):
+    _unlink(S, P, key, C_HEAD, C_TAIL, 2, 3)
     P[key, 1] &= ~CACHED
     S[N_CACHED] -= 1
 
 
 @njit(cache=True)
 def _append_cached(S, P, key):
-    tail = S[C_TAIL]
-    P[key, 2] = tail
-    P[key, 3] = NONE
-    if tail == NONE:
-        S[C_HEAD] = key
-    else:
-        P[tail, 3] = key
-    S[C_TAIL] = key
+    _append(S, P, key, C_HEAD, C_TAIL, 2, 3)
     P[key, 1] |= CACHED
     S[N_CACHED] += 1
 
@@ -329,27 +342,12 @@ def pool_unpend(S, P, keys, start, end, step):
 
 @njit(cache=True)
 def _cpu_unlink(S, C, key):
-    before, after = C[key, 1], C[key, 2]
-    if before == NONE:
-        S[CPU_HEAD] = after
-    else:
-        C[before, 2] = after
-    if after == NONE:
-        S[CPU_TAIL] = before
-    else:
-        C[after, 1] = before
+    _unlink(S, C, key, CPU_HEAD, CPU_TAIL, 1, 2)
 
 
 @njit(cache=True)
 def _cpu_append(S, C, key):
-    tail = S[CPU_TAIL]
-    C[key, 1] = tail
-    C[key, 2] = NONE
-    if tail == NONE:
-        S[CPU_HEAD] = key
-    else:
-        C[tail, 2] = key
-    S[CPU_TAIL] = key
+    _append(S, C, key, CPU_HEAD, CPU_TAIL, 1, 2)
 
 
 @njit(cache=True)
