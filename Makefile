@@ -61,13 +61,13 @@ bench-scale: $(VENV)/.bench-installed
 
 # A real engine under load (docs/simulate.md): llama.cpp's llama-server (4 slots, a host-RAM prompt cache) under two
 # Poisson loads, its per-request reuse (from its log) and TTFT beside kvlab/engine/llama_server.py's, calibrated on
-# the first run (server/load_check.py, about a minute; --strict-time: the TTFT within 15% is part of the verdict).
+# the first run (server/load_check.py, about 1.5 minutes; --strict-time: the TTFT within 15% is part of the verdict).
 # server/build_llama_server.sh builds llama-server once (6 min 41 s on 2 cores) into ~/.cache/kvlab.
 .PHONY: bench-server
 bench-server: $(VENV)/.server-installed
 	@echo "Building llama.cpp's llama-server (the first time about 7 minutes on 2 cores; kept in ~/.cache/kvlab) ..."
 	server/build_llama_server.sh
-	@echo "A real llama-server under Poisson load beside kvlab's model of it (server/load_check.py, about a minute) ..."
+	@echo "A real llama-server under Poisson load beside kvlab's model of it (server/load_check.py, about 1.5 minutes) ..."
 	$(BIN)/python server/load_check.py --strict-time --out work/server-load-check
 
 # kvlab simulate beside NVIDIA AISimulate on the conversation trace (bench/aisimulate_side_by_side.py): reuse per

@@ -21,7 +21,15 @@ when its slot took it (``slot_start_s``, on the client's clock: ``queue_ms`` is 
 
 One untimed warm-up request first (64 tokens, sharing no prefix with any document): a fresh server's first
 decode pays for its buffers. It leaves its 64+ tokens in one slot (and, once idle, in the RAM cache); no request
-can reuse them.
+can reuse them. With ``--warm-docs`` every document follows it, alone and in order (its tokens only, the same
+``n_predict``), also untimed: the timed run then starts from a server that has seen every document, as one in
+service has, instead of from the documents' first prefills queued behind each other (a transient whose length
+decides the heavy runs' upper percentiles).
+
+``--server-cpus LIST`` runs the server on those CPUs and this client on the others (``sched_setaffinity``), and
+the server then gets one thread per CPU: on a 2-core machine a 2-thread server shares its cores with the client's
+threads, and its barriers (``OMP_WAIT_POLICY=PASSIVE``, below) sleep and wake at the scheduler's pace; pinned to
+one core with one thread it has no barrier to wait at, and a step's time holds still within a few percent.
 
 Writes to ``--out``: ``requests.jsonl`` (one record per request), ``summary.json`` (TTFT percentiles, reuse
 counts, the RAM cache's activity, the server's flags), ``server.log``.
@@ -115,7 +123,11 @@ def start(args, port, log):
     # ggml's OpenMP threads spin while they wait for each other; with any other work on the cores (a 2-core
     # machine running a test suite) that makes a 2-thread server 10x slower. Passive waiting does not.
     environment = os.environ | {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+    # --server-cpus: the server on those CPUs, this client on the others, so that neither waits for the other
+    pin = (lambda: os.sched_setaffinity(0, args.server_cpus)) if args.server_cpus else None
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment, preexec_fn=pin)
+    if args.server_cpus and set(range(os.cpu_count())) - args.server_cpus:
+        os.sched_setaffinity(0, set(range(os.cpu_count())) - args.server_cpus)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -130,6 +142,19 @@ def start(args, port, log):
         time.sleep(0.2)
     server.kill()
     raise SystemExit(f"load.py: the server did not answer within 60 s (see {log.name})")
+
+
+def cpu_list(text):
+    """``--server-cpus``: CPU ids as taskset writes them (``1``, ``0,2``, ``1-3``)."""
+    cpus = set()
+    for part in text.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not match:
+            raise argparse.ArgumentTypeError(f"not a CPU list: {text!r} (e.g. 1, 0,2 or 1-3)")
+        cpus.update(range(int(match[1]), int(match[2] or match[1]) + 1))
+    if not cpus <= set(range(os.cpu_count())):
+        raise argparse.ArgumentTypeError(f"{text!r}: this machine's CPUs are 0-{os.cpu_count() - 1}")
+    return cpus
 
 
 def workload(args):
@@ -346,6 +371,9 @@ def summarize(args, records, cache, mismatches, command, elapsed):
         "output_tokens": args.output_tokens,
         "zipf": args.zipf,
         "seed": args.seed,
+        "warm_docs": args.warm_docs,
+        "server_cpus": sorted(args.server_cpus) if args.server_cpus else None,
+        "threads": args.threads,
         "ctx": args.ctx,
         "cache_ram_mib": args.cache_ram,
         "kv_unified": args.kv_unified,
@@ -390,15 +418,27 @@ def main(argv=None):
     parser.add_argument("--output-tokens", type=int, default=16, help="tokens generated per request (default 16)")
     parser.add_argument("--zipf", type=float, default=0.0, help="document popularity ~ 1/rank^S (default 0: uniform)")
     parser.add_argument("--seed", type=int, default=0, help="the workload's seed (default 0)")
+    parser.add_argument(
+        "--warm-docs", action="store_true", help="send every document once, untimed, before the run (default off)"
+    )
     parser.add_argument("--out", default=str(ROOT / "work" / "server-load" / "run"), help="output folder")
     parser.add_argument("--server", default=str(SERVER), help=f"llama-server (default {SERVER.relative_to(ROOT)})")
     parser.add_argument("--cache-ram", type=int, default=256, help="the RAM prompt cache, MiB (default 256; 0: off)")
     parser.add_argument("--ctx", type=int, help="-c, all slots' KV in tokens (default: --parallel x what one needs)")
     parser.add_argument("--kv-unified", action="store_true", help="one KV buffer shared by the slots (default off)")
     parser.add_argument("--slot-prompt-similarity", type=float, default=0.1, help="-sps (default 0.1, the server's)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="the server's threads (default: cores)")
+    parser.add_argument(
+        "--server-cpus",
+        type=cpu_list,
+        metavar="LIST",
+        help="run the server on these CPUs only and this client on the others (e.g. 1; default: not pinned)",
+    )
+    parser.add_argument(
+        "--threads", type=int, help="the server's threads (default: its CPUs, --server-cpus or all cores)"
+    )
     parser.add_argument("--server-arg", action="append", default=[], help="another llama-server argument (repeatable)")
     args = parser.parse_args(argv)
+    args.threads = args.threads or len(args.server_cpus or range(os.cpu_count()))
     if args.docs < 1 or args.doc_tokens < 1 or args.requests < 1 or args.rate <= 0 or args.parallel < 1:
         parser.error("--docs, --doc-tokens, --requests, --parallel and --rate must be positive")
     if not Path(args.server).is_file():
@@ -413,9 +453,13 @@ def main(argv=None):
     with open(log_path, "w", encoding="utf-8") as log:
         server, command = start(args, port, log)
         try:
-            answer = complete(port, warm_up, args.output_tokens, time.perf_counter())
-            if "error" in answer:
-                raise SystemExit(f"load.py: the warm-up request failed: {answer['error']} (see {log_path})")
+            warm_ups = []  # the server's own timings of each (fit on, with the run's: load_check.py)
+            for tokens in [warm_up, *(documents if args.warm_docs else ())]:
+                answer = complete(port, tokens, args.output_tokens, time.perf_counter())
+                if "error" in answer:
+                    raise SystemExit(f"load.py: a warm-up request failed: {answer['error']} (see {log_path})")
+                timings = answer["final"].get("timings", {})
+                warm_ups.append({key: timings.get(key) for key in ("cache_n", "prompt_n", "prompt_ms", "predicted_ms")})
             print(
                 f"load.py: {args.requests} requests at {args.rate}/s, {args.docs} documents of {args.doc_tokens} "
                 f"tokens, --parallel {args.parallel}, --cache-ram {args.cache_ram} ...",
@@ -441,6 +485,7 @@ def main(argv=None):
             handle.write(json.dumps(record) + "\n")
     summary = summarize(args, records, cache, mismatches, command, elapsed)
     summary["ram_cache_before_run"] = cache_before
+    summary["warm_ups"] = warm_ups
     # other work on the machine slows the server (its threads wait for each other): the load average, 1/5/15 min
     summary["loadavg_before"], summary["loadavg_after"] = (
         [round(x, 2) for x in load_before],

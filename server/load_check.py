@@ -1,13 +1,18 @@
 """Does the llama-server model (kvlab/engine/llama_server.py) predict a real llama-server under load?
 
 Two runs of server/load.py on a fresh server each (the same workload generator and seed, so the model regenerates
-every prompt's exact tokens), a light one (``--fit``, default 2/s x 40: little queueing) and a heavy one
-(``--predict``, default 6/s x 200: the first seconds queue behind the documents' first prefills). The model's
+every prompt's exact tokens), a light one (``--fit``, default 2/s x 60: little queueing) and a heavy one
+(``--predict``, default 4/s x 200). Both start from a server that has seen every document (load.py
+``--warm-docs``: the documents sent once, alone, untimed), and run the server on one CPU with one thread and the
+client on the others (``--server-cpus``, default the last CPU): without those the heavy run's upper percentiles
+were decided by the opening transient (the documents' first prefills queued behind each other) and by how a
+2-thread server's barriers woke up (a solo decode took 3 or 7 ms a token, switching every few seconds). The model's
 step prices are calibrated on the light run only: least squares on its per-request ``prompt_ms`` and
-``predicted_ms`` (the server's own timings, each a sum of main-loop steps whose make-up the model's replay of that
-run knows), the RAM cache's save and restore rates and the states' size from its log, and the HTTP overhead as
-the median of its TTFT less its queueing and prompt time. Both runs' exact send times are then replayed through
-the calibrated model.
+``predicted_ms`` and on the warm-ups' (the server's own timings, each a sum of main-loop steps whose make-up the
+model's replay of that run knows: the warm-ups' prefills of whole documents are what price a prompt token apart
+from a prompt's slot), the RAM cache's save and restore rates and the states' size from its log, and the HTTP
+overhead as the median of its TTFT less its queueing and prompt time. Both runs' exact send times are then
+replayed through the calibrated model.
 
 The verdict: in each run the reuse agreement (below), and with ``--strict-time`` the heavy run's TTFT p50 and p90
 within ``--tolerance`` (15%) of the measured (the light run's are printed beside them, in-sample; without it the
@@ -15,21 +20,22 @@ errors are reported, not judged: ``make test-server`` judges what the server's l
 agreement: the fraction of requests whose predicted
 ``cache_n`` is the server's at least ``--reuse-bar`` (0.95), and the fraction whose predicted source (``slot``:
 its slot's own KV; ``ram``: a state restored from the RAM cache; ``none``) is the server's at least
-``--source-bar`` (0.90). Why these bars: with 8 documents and 32-token questions ``cache_n`` is 0 or 2,000, and the
-rule "a document seen before is a hit" (printed as ``naive``) already agrees on all but the misses past the
-documents' first ones; so ``cache_n`` alone says little and the source, which the slot choice and the RAM cache's
-moves decide (the naive rule cannot say it), carries the check. Neither can be 100% on a real server: a request
-that arrives within a few ms of the release of the slot that holds its document takes that slot or another one
-depending on which comes first, and the step costs of this shared 2-core machine wander by tens of percent
-within a run. 0.95 allows that for one request in twenty (about 10 in the heavy run); the source, which such a
-race also flips for the requests after it (which slot holds what), one in ten. Beyond those the rules are wrong.
+``--source-bar`` (0.90). Why these bars: with 8 documents and 32-token questions ``cache_n`` is 0 or 2,000, and
+with every document warmed nearly every request reuses its document, so ``cache_n`` alone says little (the rule
+"a document seen before in the run is a hit", printed as ``naive``, is wrong only on each document's first
+request); the source, which the slot choice and the RAM cache's moves decide, carries the check. Neither can be
+100% on a real server: a request that arrives within a few ms of the release of the slot that holds its document
+takes that slot or another one depending on which comes first. 0.95 allows that for one request in twenty (about
+10 in the heavy run); the source, which such a race also flips for the requests after it (which slot holds what),
+one in ten. Beyond those the rules are wrong.
 
-    python server/load_check.py                                  (about a minute; the server built)
+    python server/load_check.py                                  (about 1.5 minutes; the server built)
     python server/load_check.py --reuse-from work/server-load    (no server: DIR/light and DIR/heavy)
 """
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -49,9 +55,11 @@ TIME = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ")
 STATE = re.compile(r"saving prompt with length (\d+), total state size = ([\d.]+) MiB")
 
 
-def run_load(name, rate, requests, out, seed, threads=None):
+def run_load(name, rate, requests, out, seed, threads=None, extra=(), server_cpus=None):
     argv = ["--rate", str(rate), "--requests", str(requests), "--seed", str(seed), "--out", str(out / name)]
+    argv += ["--warm-docs"] + (["--server-cpus", server_cpus] if server_cpus else [])
     argv += ["--threads", str(threads)] if threads else []
+    argv += [word for arg in extra for word in arg.split(maxsplit=1)]
     print(f"load_check.py: {name} run: python server/load.py {' '.join(argv)}", flush=True)
     code = load.main(argv)
     if code:
@@ -66,7 +74,7 @@ def read_run(folder):
     records = [json.loads(line) for line in (folder / "requests.jsonl").read_text(encoding="utf-8").splitlines()]
     log = (folder / "server.log").read_text(encoding="utf-8") if (folder / "server.log").exists() else ""
     keys = ("rate", "requests", "docs", "doc_tokens", "question_tokens", "output_tokens", "zipf", "seed")
-    _, requests, warm_up = load.workload(argparse.Namespace(**{key: summary[key] for key in keys}))
+    documents, requests, warm_up = load.workload(argparse.Namespace(**{key: summary[key] for key in keys}))
     for request, record in zip(requests, records, strict=True):
         if request["doc"] != record["doc"] or len(request["tokens"]) != record["prompt_tokens"]:
             raise SystemExit(f"load_check.py: {folder}: request {record['index']} is not the workload's")
@@ -93,7 +101,10 @@ def read_run(folder):
         "log": log,
         "server": server,
         "requests": inputs,
-        "warm_up": (warm_up, summary["output_tokens"]),
+        "warm_up": [
+            (tokens, summary["output_tokens"]) for tokens in [warm_up, *(documents if summary.get("warm_docs") else ())]
+        ],
+        "warm_up_measured": summary.get("warm_ups"),
     }
 
 
@@ -145,7 +156,13 @@ def calibrate(run, terms=model.FITTED):
     sizes = {k: v for k, v in prices.items() if k.startswith("state_")}
     server = replace(run["server"], **sizes)
     costs = replace(model.Costs(), **{k: v for k, v in prices.items() if k.endswith("_per_mib")})
-    costs, report = model.fit(run["requests"], run["records"], server, costs, run["warm_up"], terms)
+    if run["warm_up_measured"] and len(run["warm_up_measured"]) == len(run["warm_up"]):
+        # the warm-ups' own timings join the fit: the documents' first prefills, alone, price a prompt token apart
+        # from a prompt's slot (every timed prompt may be a hit of the same length)
+        requests = model.with_warm_up([model.Request(*r) for r in run["requests"]], run["warm_up"])
+        costs, report = model.fit(requests, run["warm_up_measured"] + run["records"], server, costs, None, terms)
+    else:
+        costs, report = model.fit(run["requests"], run["records"], server, costs, run["warm_up"], terms)
     served, _ = model.simulate(run["requests"], server, replace(costs, http_ms=0.0), run["warm_up"])
     gaps = [
         record["ttft_ms"] - record["queue_ms"] - record["prompt_ms"] - mine.launch_ms
@@ -238,10 +255,24 @@ def main(argv=None):
     parser.add_argument("--reuse-from", metavar="DIR", help="use DIR/<fit> and DIR/<predict>: no server is started")
     parser.add_argument("--fit", default="light", help="the run the model is calibrated on (default light)")
     parser.add_argument("--predict", default="heavy", help="the run it predicts (default heavy)")
-    parser.add_argument("--fit-load", default="2,40", help="RATE,REQUESTS of the fit run (default 2,40)")
-    parser.add_argument("--predict-load", default="6,200", help="RATE,REQUESTS of the predicted run (default 6,200)")
+    parser.add_argument("--fit-load", default="2,60", help="RATE,REQUESTS of the fit run (default 2,60)")
+    parser.add_argument("--predict-load", default="4,200", help="RATE,REQUESTS of the predicted run (default 4,200)")
     parser.add_argument("--seed", type=int, default=0, help="the workload's seed (default 0)")
-    parser.add_argument("--threads", type=int, help="the server's threads (default: load.py's, the cores)")
+    cpus = os.cpu_count() or 1
+    parser.add_argument(
+        "--server-cpus",
+        default=str(cpus - 1) if cpus > 1 else None,
+        help="load.py --server-cpus: the server's CPUs, the client on the others (default: the last CPU on a"
+        " machine of two or more; '' for none)",
+    )
+    parser.add_argument("--threads", type=int, help="the server's threads (default: load.py's, its CPUs)")
+    parser.add_argument(
+        "--load-arg",
+        action="append",
+        default=[],
+        metavar="'--FLAG VALUE'",
+        help="another server/load.py argument for both runs (repeatable), e.g. --load-arg '--docs 16'",
+    )
     parser.add_argument("--tolerance", type=float, default=0.15, help="TTFT p50/p90 relative error (default 0.15)")
     parser.add_argument(
         "--strict-time",
@@ -261,7 +292,7 @@ def main(argv=None):
         folder = Path(args.out)
         for name, spec in ((args.fit, args.fit_load), (args.predict, args.predict_load)):
             rate, requests = spec.split(",")
-            run_load(name, float(rate), int(requests), folder, args.seed, args.threads)
+            run_load(name, float(rate), int(requests), folder, args.seed, args.threads, args.load_arg, args.server_cpus)
     measured_s = time.perf_counter() - started
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -277,7 +308,7 @@ def main(argv=None):
     )
     print(
         "  step ms = {:.3f} + {:.4f} x prompt tokens + {:.3f} x slots with prompt tokens + {:.3f} x generating "
-        "slots".format(*costs.coefficients())
+        "slots + {:.3f} x ubatches".format(*costs.coefficients())
     )
     print(
         f"  RAM save {costs.save_ms_per_mib:.3f} ms/MiB, restore {costs.restore_ms_per_mib:.3f} ms/MiB, "

@@ -33,8 +33,9 @@ The rules, as read from llama.cpp b11434 (``tools/server/``; line numbers of tha
   the slot and *removed* from the cache (a move, not a copy). ``update``: the size limit, then a token limit of
   ``max(n_ctx, limit_bytes / bytes_per_token)``.
 
-Time: the main loop is one thread, so the model is a single clock. A step costs :meth:`Costs.step_ms` (a linear
-model in its prompt tokens, the slots with prompt tokens in it and its generating slots); a RAM save or restore
+Time: the main loop is one thread, so the model is a single clock. A step costs :meth:`Costs.step_ms_of` (a linear
+model in its prompt tokens, the slots with prompt tokens in it, its generating slots and the ubatches the KV cache
+splits it into, :func:`ubatches`); a RAM save or restore
 costs its MiB times a rate. :func:`fit` calibrates the step's coefficients by least squares on the per-request
 ``prompt_ms`` and ``predicted_ms`` that the server reports (each is a sum of steps the model knows the make-up of).
 
@@ -56,17 +57,42 @@ __all__ = [
     "common_prefix",
     "fit",
     "simulate",
+    "ubatches",
+    "with_warm_up",
 ]
 
 MIB = 1024 * 1024
-TERMS = ("step_ms", "prompt_token_ms", "prompt_slot_ms", "generate_ms")  # the step's coefficients, in its features'
-# order: 1, prompt tokens in the step, slots with prompt tokens in the step, generating slots in the step
-# What fit() fits by default: no per-step intercept. With per-slot KV (no --kv-unified) the batch is split by
-# split_equal(sequential) into ubatches by sequence, so a step's fixed cost grows with the sequences in it; a
-# light run, whose steps rarely hold two sequences, cannot tell a per-step cost from a per-sequence one (they are
-# the same sum there), and pricing it per sequence is what the heavier runs show (fitted freely on them, the
-# intercept comes out at 0-1 ms and a generating slot at 2.6-3 ms).
+TERMS = ("step_ms", "prompt_token_ms", "prompt_slot_ms", "generate_ms", "ubatch_ms")  # the step's coefficients, in
+# its features' order: 1, prompt tokens in the step, slots with prompt tokens in the step, generating slots in the
+# step, ubatches the step is split into (:func:`ubatches`)
+# What fit() fits by default: no per-step intercept. With per-slot KV (no --kv-unified) a step's fixed cost is per
+# ubatch (each is a graph compute), and every step has at least one, so the ubatch price is the intercept; a separate
+# one cannot be told from it on a run whose steps are mostly one ubatch.
 FITTED = TERMS[1:]
+N_UBATCH = 512  # -ub, the server's default (common/common.h): the most tokens one ubatch computes
+
+
+def ubatches(parts, n_ubatch=N_UBATCH):
+    """How many ubatches (graph computes) one ``llama_decode`` of ``parts`` takes: ``[(slot, tokens)]`` in the
+    batch's order (the generating slots' tokens, then the prompts'). With per-slot KV (``n_stream > 1``) the KV
+    cache splits a batch by ``split_equal(n_ubatch, sequential=true)`` (llama-kv-cache.cpp ``init_batch``,
+    llama-batch.cpp ``split_equal``): a ubatch takes, in batch order, sequences whose ids follow each other
+    (``seq == last + 1``), and as many tokens from each as the shortest of them has left, at most ``n_ubatch``
+    in all. So two generating slots share a ubatch when their ids are adjacent and cost two when they are not,
+    and a prompt behind them is computed apart from its first token's ubatch."""
+    left = [[slot, tokens] for slot, tokens in parts if tokens]
+    count = 0
+    while left:
+        chosen = [left[0]]
+        for entry in left[1:]:
+            if entry[0] == chosen[-1][0] + 1:
+                chosen.append(entry)
+        take = max(1, min(min(tokens for _, tokens in chosen), n_ubatch // len(chosen)))
+        for entry in chosen:
+            entry[1] -= min(take, entry[1])
+        left = [entry for entry in left if entry[1]]
+        count += 1
+    return count
 
 
 @dataclass(frozen=True)
@@ -89,7 +115,8 @@ class Server:
 @dataclass(frozen=True)
 class Costs:
     """The model's prices, in ms. A step (one ``llama_decode``) costs ``step_ms + prompt_token_ms * P +
-    prompt_slot_ms * S + generate_ms * G`` (P prompt tokens from S slots, G generating slots); a state saved to RAM
+    prompt_slot_ms * S + generate_ms * G + ubatch_ms * U`` (P prompt tokens from S slots, G generating slots, U
+    ubatches; ``ubatch_ms`` is 0 until :func:`fit` prices it); a state saved to RAM
     ``save_ms_per_mib`` per MiB, one restored ``restore_ms_per_mib``; ``http_ms`` is added to TTFT and e2e (the
     request's way in and its first/last chunk's way out)."""
 
@@ -97,6 +124,7 @@ class Costs:
     prompt_token_ms: float = 0.16
     prompt_slot_ms: float = 25.0
     generate_ms: float = 2.7
+    ubatch_ms: float = 0.0
     save_ms_per_mib: float = 0.5
     restore_ms_per_mib: float = 0.27
     http_ms: float = 2.0
@@ -140,8 +168,8 @@ class Served:
     e2e_ms: float | None = None
     # for fit(): the steps' features summed over the prompt's window and the generation's, and the time in those
     # windows that is not steps (RAM-cache work between steps); the launch's idle-slot saves
-    prompt_features: list = field(default_factory=lambda: [0, 0, 0, 0])
-    generate_features: list = field(default_factory=lambda: [0, 0, 0, 0])
+    prompt_features: list = field(default_factory=lambda: [0] * len(TERMS))
+    generate_features: list = field(default_factory=lambda: [0] * len(TERMS))
     prompt_other_ms: float = 0.0
     generate_other_ms: float = 0.0
     launch_ms: float = 0.0
@@ -258,10 +286,19 @@ class _Slot:
         self.prompt_start_ms = None
 
 
+def with_warm_up(requests, warm_up):
+    """``requests`` (:class:`Request`) behind the ``warm_up`` ones (each its tokens and output tokens), these an
+    hour apart and long before the first request, so that each is served alone, in order."""
+    start = min((r.arrival_s for r in requests), default=0.0)
+    early = [Request(start - 3600.0 * (len(warm_up) - k), list(t), int(n)) for k, (t, n) in enumerate(warm_up)]
+    return [*early, *requests]
+
+
 def simulate(requests, server=Server(), costs=Costs(), warm_up=None):
     """Replay ``requests`` (``(arrival_s, tokens, output_tokens)`` or :class:`Request`, any order) through the
     model; a list of :class:`Served` in the requests' order, and the RAM cache's :meth:`PromptCache.summary`.
-    ``warm_up``: an untimed request served alone before them (its tokens, its output tokens), as load.py sends."""
+    ``warm_up``: untimed requests (each its tokens and its output tokens) served one at a time, alone and in order,
+    before them, as load.py sends its warm-up request and, with ``--warm-docs``, every document."""
     requests = [
         Request(float(r.arrival_s), list(r.tokens), int(r.output_tokens))
         if isinstance(r, Request)
@@ -275,9 +312,8 @@ def simulate(requests, server=Server(), costs=Costs(), warm_up=None):
                 f"request {i}: {len(request.tokens)} prompt tokens and {request.output_tokens} to "
                 f"generate do not fit a slot of {slot_tokens} tokens (or the prompt is empty)"
             )
-    if warm_up is not None:
-        start = min((r.arrival_s for r in requests), default=0.0)
-        requests = [Request(start - 3600.0, list(warm_up[0]), int(warm_up[1])), *requests]
+    warm_up = list(warm_up or ())
+    requests = with_warm_up(requests, warm_up)
     served = [Served(i, r.arrival_s) for i, r in enumerate(requests)]
     order = deque(sorted(range(len(requests)), key=lambda i: (requests[i].arrival_s, i)))
     slots = [_Slot(i) for i in range(server.parallel)]
@@ -375,6 +411,7 @@ def simulate(requests, server=Server(), costs=Costs(), warm_up=None):
         generating = [slot for slot in slots if slot.state == "generating"]
         batch += len(generating)
         prompt_tokens, prompt_slots, finishing = 0, 0, []
+        parts = [(slot.id, 1) for slot in generating]
         for slot in slots:
             if batch >= server.n_batch:
                 break
@@ -396,11 +433,12 @@ def simulate(requests, server=Server(), costs=Costs(), warm_up=None):
             batch += take
             prompt_tokens += take
             prompt_slots += 1
+            parts.append((slot.id, take))
             if slot.done == len(prompt):
                 finishing.append(slot)
         if batch == 0:
             return False
-        features = (1, prompt_tokens, prompt_slots, len(generating))
+        features = (1, prompt_tokens, prompt_slots, len(generating), ubatches(parts))
         for record, kind in windows.values():
             target = record.prompt_features if kind == "prompt" else record.generate_features
             for k, x in enumerate(features):
@@ -438,10 +476,10 @@ def simulate(requests, server=Server(), costs=Costs(), warm_up=None):
             now = max(now, 1e3 * requests[order[0]].arrival_s)
     for record in served:
         record.source = "ram" if record.ram_restore else ("slot" if record.cached_tokens else "none")
-    if warm_up is not None:
-        served = served[1:]
+    if warm_up:
+        served = served[len(warm_up) :]
         for record in served:
-            record.index -= 1
+            record.index -= len(warm_up)
     return served, (cache.summary() if cache is not None else None)
 
 
