@@ -226,46 +226,36 @@ def lookup_length(S, R, slot):
 
 
 # --- the GPU pool (kvlab/engine/pool.py BlockPool) --------------------------------------------------------------
-
-
-@njit(cache=True)
-def _unlink(S, A, key, head, tail, prev, after):
-    """Take ``key`` out of a doubly linked list: its ends ``S[head]``, ``S[tail]``, its links ``A[key, prev]``,
-    ``A[key, after]`` (the pool's free queue, the CPU tier's LRU order)."""
-    before, behind = A[key, prev], A[key, after]
-    if before == NONE:
-        S[head] = behind
-    else:
-        A[before, after] = behind
-    if behind == NONE:
-        S[tail] = before
-    else:
-        A[behind, prev] = before
-
-
-@njit(cache=True)
-def _append(S, A, key, head, tail, prev, after):
-    """Put ``key`` at the end of the list of :func:`_unlink`."""
-    last = S[tail]
-    A[key, prev] = last
-    A[key, after] = NONE
-    if last == NONE:
-        S[head] = key
-    else:
-        A[last, after] = key
-    S[tail] = key
+# Its free queue and the CPU tier's LRU order are two doubly linked lists, each written out with its own columns:
+# one unlink and one append shared by both, the columns passed in, made the whole command 25% slower on the
+# conversation trace (1.3 s -> 1.65 s of CPU, measured side by side), inlined or not.
 
 
 @njit(cache=True)
 def _unlink_cached(S, P, key):
-    _unlink(S, P, key, C_HEAD, C_TAIL, 2, 3)
+    before, after = P[key, 2], P[key, 3]
+    if before == NONE:
+        S[C_HEAD] = after
+    else:
+        P[before, 3] = after
+    if after == NONE:
+        S[C_TAIL] = before
+    else:
+        P[after, 2] = before
     P[key, 1] &= ~CACHED
     S[N_CACHED] -= 1
 
 
 @njit(cache=True)
 def _append_cached(S, P, key):
-    _append(S, P, key, C_HEAD, C_TAIL, 2, 3)
+    tail = S[C_TAIL]
+    P[key, 2] = tail
+    P[key, 3] = NONE
+    if tail == NONE:
+        S[C_HEAD] = key
+    else:
+        P[tail, 3] = key
+    S[C_TAIL] = key
     P[key, 1] |= CACHED
     S[N_CACHED] += 1
 
@@ -342,12 +332,27 @@ def pool_unpend(S, P, keys, start, end, step):
 
 @njit(cache=True)
 def _cpu_unlink(S, C, key):
-    _unlink(S, C, key, CPU_HEAD, CPU_TAIL, 1, 2)
+    before, after = C[key, 1], C[key, 2]
+    if before == NONE:
+        S[CPU_HEAD] = after
+    else:
+        C[before, 2] = after
+    if after == NONE:
+        S[CPU_TAIL] = before
+    else:
+        C[after, 1] = before
 
 
 @njit(cache=True)
 def _cpu_append(S, C, key):
-    _append(S, C, key, CPU_HEAD, CPU_TAIL, 1, 2)
+    tail = S[CPU_TAIL]
+    C[key, 1] = tail
+    C[key, 2] = NONE
+    if tail == NONE:
+        S[CPU_HEAD] = key
+    else:
+        C[tail, 2] = key
+    S[CPU_TAIL] = key
 
 
 @njit(cache=True)
