@@ -3,6 +3,7 @@ ones too), no module imports from a layer above its own, the imports have no cyc
 imported by nobody but their command wrappers (and each other: scenario.py runs kvsim.py's caches)."""
 
 import ast
+import functools
 import re
 
 import pytest
@@ -63,7 +64,11 @@ def imports(name):
     return found
 
 
-GRAPH = {name: imports(name) for name in MODULES}
+@functools.cache
+def graph():
+    """``{module: the kvlab modules it imports}``, made on first use (about 1 s of parsing): not at import, which
+    every pytest-xdist worker's collection pays, while only the worker that runs this file reads it."""
+    return {name: imports(name) for name in MODULES}
 
 
 def layer(name):
@@ -82,19 +87,19 @@ def test_every_module_has_a_layer():
 
 @pytest.mark.parametrize("name", [name for name in MODULES if name not in LAB])
 def test_no_module_imports_from_a_layer_above_its_own(name):
-    above = sorted(target for target in GRAPH[name] if target not in LAB and layer(target) > layer(name))
+    above = sorted(target for target in graph()[name] if target not in LAB and layer(target) > layer(name))
     assert above == [], f"{name} (layer {LAYERS[layer(name)]}) imports from above: {above}"
 
 
 def test_the_lab_files_are_imported_only_by_their_wrappers():
     importers = {
         (importer, target)
-        for importer, targets in GRAPH.items()
+        for importer, targets in graph().items()
         for target in targets
         if target in LAB and importer not in LAB[target]
     }
     assert importers <= LAB_ITSELF
-    assert all(GRAPH[lab] <= set(LAB) for lab in LAB)  # and they import nothing else of kvlab: standard library only
+    assert all(graph()[lab] <= set(LAB) for lab in LAB)  # and they import nothing else of kvlab: standard library only
 
 
 def cycle(graph):
@@ -112,7 +117,7 @@ def cycle(graph):
 
 
 def test_the_imports_have_no_cycle():
-    assert cycle(GRAPH) is None, " -> ".join(cycle(GRAPH))
+    assert cycle(graph()) is None, " -> ".join(cycle(graph()))
 
 
 def test_the_cycle_finder_finds_one():
@@ -121,7 +126,7 @@ def test_the_cycle_finder_finds_one():
 
 
 def test_the_workflow_never_imports_the_commands():
-    for name, targets in GRAPH.items():
+    for name, targets in graph().items():
         if name.startswith("kvlab.workflow"):
             assert not [target for target in targets if target.startswith("kvlab.cli")], name
 
@@ -145,7 +150,7 @@ def test_the_graph_sees_what_python_sees():
         module = todo.pop()
         if module not in reached:
             reached.add(module)
-            todo += GRAPH[module]
+            todo += graph()[module]
             todo += [module.rpartition(".")[0]] if "." in module else []
     assert loaded <= reached | {"kvlab"}
 
