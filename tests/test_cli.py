@@ -5,6 +5,7 @@ import ast
 import importlib
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -105,3 +106,20 @@ def test_a_flag_given_twice_is_refused_alike_by_the_lab_script_and_the_commands(
     """kvlab/cli/base.py's ``Once`` and the scenario script's own copy: the same rule, the same line."""
     done = kvlab(command, flag, "1", flag, "2")
     assert done.returncode == 2 and done.stderr == f"kvlab {command}: error: argument {flag}: given twice\n"
+
+
+@pytest.mark.parametrize("given", [None, "1"])
+def test_the_console_script_asks_numpy_for_no_huge_pages_unless_told(monkeypatch, given):
+    """kvlab.cli.entry sets NUMPY_MADVISE_HUGEPAGE=0 before any command imports numpy (docs: kvlab/cli/__init__.py),
+    and a value the user set stays."""
+    import kvlab.cli as cli
+
+    if given is None:
+        monkeypatch.delenv(cli.HUGE_PAGES, raising=False)
+    else:
+        monkeypatch.setenv(cli.HUGE_PAGES, given)
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(os.environ.get(cli.HUGE_PAGES)) or 0)
+    with pytest.raises(SystemExit) as stop:
+        cli.entry()
+    assert (stop.value.code, seen) == (0, [given or "0"])
