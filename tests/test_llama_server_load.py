@@ -13,19 +13,9 @@ import pytest
 from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_llama_server_engine import FAST as PRICES  # the engine tests' prices: 0 for a ubatch
 
 from kvlab.engine import llama_server as model
-
-PRICES = model.Costs(
-    step_ms=0.0,
-    prompt_token_ms=0.1,
-    prompt_slot_ms=5.0,
-    generate_ms=1.0,
-    ubatch_ms=0.0,
-    save_ms_per_mib=0.0,
-    restore_ms_per_mib=0.0,
-    http_ms=0.0,
-)
 
 
 def split_equal_count(parts, n_ubatch):
