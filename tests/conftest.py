@@ -18,7 +18,7 @@ import yaml
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from kvlab.util import kernels
+from kvlab.util import ahead, kernels
 from kvlab.workflow import freshness
 from kvlab.workloads import Request, Workload
 
@@ -43,7 +43,8 @@ sys.dont_write_bytecode = False
 KERNELS_LOCK = "kernels.lock"  # in this run's temporary folder: held while the kernels compile beside the workers
 WARMING = pytest.StashKey[list]()  # the processes that compile them
 # kvlab.workflow.kernels.warm() in two processes at once, on two cores: kvlab simulate's loop (its _simulate(), about
-# 25 s of compiling alone) in one, the rest of warm() in the other; one process for all if warm() is laid out otherwise.
+# 25 s of compiling alone) in one, the rest of warm() (the ahead-of-time module's build, about 17 s, included) in the
+# other; one process for all if warm() is laid out otherwise.
 WARM_APART = (
     "import kvlab.workflow.kernels as k; k._simulate = lambda: None; k.warm()",
     "import kvlab.workflow.kernels as k; k._simulate()",
@@ -57,7 +58,7 @@ def pytest_configure(config):
     worker or scratch copy compiles them again. The compile runs in two processes of its own; under pytest-xdist
     they run while the workers start and collect (about 8 s each on two cores), and each worker waits for them
     before its first test (compiled_kernels below)."""
-    if hasattr(config, "workerinput") or kernels.compiled():
+    if hasattr(config, "workerinput") or (kernels.compiled() and (ahead.built() or ahead.compiler() is None)):
         return
     import kvlab.workflow.kernels as warmup
 

@@ -108,18 +108,34 @@ def test_a_flag_given_twice_is_refused_alike_by_the_lab_script_and_the_commands(
     assert done.returncode == 2 and done.stderr == f"kvlab {command}: error: argument {flag}: given twice\n"
 
 
-@pytest.mark.parametrize("given", [None, "1"])
-def test_the_console_script_asks_numpy_for_no_huge_pages_unless_told(monkeypatch, given):
-    """kvlab.cli.entry sets NUMPY_MADVISE_HUGEPAGE=0 before any command imports numpy (docs: kvlab/cli/__init__.py),
+@pytest.mark.parametrize("told", [False, True])
+def test_the_console_script_sets_its_process_defaults_unless_told(monkeypatch, told):
+    """kvlab.cli.entry sets each of PROCESS_DEFAULTS before any command imports numpy (docs: kvlab/cli/__init__.py),
     and a value the user set stays."""
     import kvlab.cli as cli
 
-    if given is None:
-        monkeypatch.delenv(cli.HUGE_PAGES, raising=False)
-    else:
-        monkeypatch.setenv(cli.HUGE_PAGES, given)
+    given = {name: value + "1" for name, value in cli.PROCESS_DEFAULTS.items()}  # a value that is not the default
+    for name in given:
+        if told:
+            monkeypatch.setenv(name, given[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
     seen = []
-    monkeypatch.setattr(cli, "main", lambda: seen.append(os.environ.get(cli.HUGE_PAGES)) or 0)
+    monkeypatch.setattr(cli, "main", lambda: seen.append({name: os.environ.get(name) for name in given}) or 0)
     with pytest.raises(SystemExit) as stop:
         cli.entry()
-    assert (stop.value.code, seen) == (0, [given or "0"])
+    assert (stop.value.code, seen) == (0, [given if told else cli.PROCESS_DEFAULTS])
+
+
+def test_with_the_process_defaults_numpy_and_numba_start_no_threads():
+    """OPENBLAS_NUM_THREADS=1 reaches both OpenBLAS libraries (numpy's, and scipy's that numba's BLAS check loads):
+    the process keeps its one thread; on a machine of several cores the libraries' default starts more."""
+    code = (
+        "import os, sys; from kvlab.cli import process_defaults; os.environ.pop('OPENBLAS_NUM_THREADS', None);"
+        " process_defaults() if sys.argv[1] == 'set' else None;"
+        " import numpy, numba, scipy.linalg.cython_blas; print(len(os.listdir('/proc/self/task')))"
+    )
+    threads = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
+                                       check=True).stdout) for how in ("set", "unset")}  # fmt: skip
+    assert threads["set"] == 1
+    assert threads["unset"] > 1 or len(os.sched_getaffinity(0)) == 1

@@ -5,7 +5,7 @@ import shutil
 
 from conftest import KVLAB
 
-from kvlab.util import kernels
+from kvlab.util import ahead, kernels
 
 
 def test_every_njit_kernel_is_found():
@@ -15,16 +15,24 @@ def test_every_njit_kernel_is_found():
     assert ("scan.py", "_integer") not in names  # inlined: part of its callers
     for path, name, line in found:
         lines = path.read_text(encoding="utf-8").splitlines()
-        assert lines[line - 1].startswith("@njit(cache=True") and f"def {name}(" in "".join(lines[line : line + 3])
+        header = lines[line - 1 : next(i for i in range(line - 1, len(lines)) if lines[i].startswith("def ")) + 1]
+        assert lines[line - 1].startswith("@") and header[-1].startswith(f"def {name}(")  # numba's first line
+        assert any(text.startswith("@njit(cache=True") for text in header)
 
 
 def test_a_copy_takes_the_cache_along_and_an_edit_makes_it_stale(tmp_path):
+    """numba's cache and the ahead-of-time module (kvlab/util/ahead.py, where the suite's warm-up built it) alike;
+    the module goes stale on an edit of any source file, not only of a kernel's."""
     assert kernels.compiled()  # the suite's controller warmed them
     copy = tmp_path / "kvlab"
     shutil.copytree(KVLAB, copy, ignore=shutil.ignore_patterns("__pycache__"))  # new file times, no cache
-    assert not kernels.compiled(copy)
+    assert not kernels.compiled(copy) and not ahead.built(copy)
     kernels.copy_cache(KVLAB, copy)
     assert kernels.compiled(copy)  # the same content: numba would load it
+    assert ahead.built(copy) == ahead.built() and ahead.module_path(copy).name == ahead.module_path().name
+    edited = copy / "cli" / "plots.py"  # no kernel in it
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert kernels.compiled(copy) and not ahead.built(copy)
     edited = copy / "workloads" / "dense.py"
     edited.write_text(edited.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     assert not kernels.compiled(copy)

@@ -60,15 +60,27 @@ def main(argv=None):
     return module.main(rest, f"kvlab {name}")
 
 
-# numpy asks the kernel for transparent huge pages for every array of 4 MiB or more (NUMPY_MADVISE_HUGEPAGE, on by
-# default on Linux). A kvlab command is a short process that touches its memory once, and there a huge page's fault
-# (a 2 MiB page zeroed, memory compacted for it) costs more than the 512 small faults it saves: on this project's
-# 2-core VM, kvlab simulate on the conversation trace spent 0.38-0.77 s of system time with them and 0.15-0.20 s
-# without (user time the same; runs in turns). Set the variable to 1 to have them back.
-HUGE_PAGES = "NUMPY_MADVISE_HUGEPAGE"
+# What a kvlab process sets in its environment unless it is already set (before numpy loads; Snakemake's jobs and the
+# servers a command starts inherit it). Measured on this project's 2-core VM, kvlab simulate on the conversation
+# trace with a CPU tier, runs in turns:
+# - NUMPY_MADVISE_HUGEPAGE=0: numpy asks the kernel for transparent huge pages for every array of 4 MiB or more (on
+#   by default on Linux). A kvlab command is a short process that touches its memory once, and there a huge page's
+#   fault (2 MiB zeroed, memory compacted for it) costs more than the 512 small faults it saves: 0.38-0.77 s of system
+#   time with them, 0.15-0.20 s without (user time the same).
+# - OPENBLAS_NUM_THREADS=1: numpy's and scipy's OpenBLAS (scipy loaded by numba's BLAS check) each start a thread
+#   per core that spins as it starts; kvlab's linear algebra is a few small fits. 1.02-1.14 s of user time with
+#   them, 0.84-0.90 s without; `import numba, scipy.linalg.cython_blas` alone 0.47 s against 0.28 s.
+# Set a variable yourself to have the libraries' default back.
+PROCESS_DEFAULTS = {"NUMPY_MADVISE_HUGEPAGE": "0", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def process_defaults(environ=os.environ):
+    """Set :data:`PROCESS_DEFAULTS` in ``environ`` where it does not set them already."""
+    for name, value in PROCESS_DEFAULTS.items():
+        environ.setdefault(name, value)
 
 
 def entry():
     """The console script: exit with the command's code."""
-    os.environ.setdefault(HUGE_PAGES, "0")  # before any numpy import (and inherited by a run's jobs)
+    process_defaults()  # before any numpy import
     sys.exit(main())

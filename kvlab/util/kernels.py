@@ -97,10 +97,12 @@ def compiled(package=PACKAGE):
 
 
 def copy_cache(source, target):
-    """Copy the compiled kernels of the package folder ``source`` into the same places under ``target`` (a copy
-    of it), where they are missing."""
+    """Copy the compiled kernels of the package folder ``source`` (numba's cache, and the ahead-of-time module of
+    kvlab/util/ahead.py) into the same places under ``target`` (a copy of it), where they are missing."""
+    from kvlab.util.ahead import PREFIX
+
     source, target = Path(source), Path(target)
-    for cached in source.rglob("__pycache__/*.nb[ic]"):
+    for cached in [*source.rglob("__pycache__/*.nb[ic]"), *source.glob(f"__pycache__/{PREFIX}*")]:
         copy = target / cached.relative_to(source)
         if copy.parent.parent.is_dir() and not copy.exists():
             copy.parent.mkdir(exist_ok=True)

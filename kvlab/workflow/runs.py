@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kvlab.util import ahead
 from kvlab.util.kernels import compiled
 
 __all__ = ["LOCK", "RunError", "hold_lock", "run_pipeline", "snakemake_sources"]
@@ -90,9 +91,10 @@ def clean_dead_run(folder, snakemake):
 
 def warm_kernels(folder):
     """Compile the folder's kernels once before the jobs start, rather than in every job that starts at once."""
-    if compiled(Path(folder, "kvlab")):
+    package = Path(folder, "kvlab")
+    if compiled(package) and (ahead.built(package) or ahead.compiler() is None):
         return
-    print("kvlab: compiling the kernels once (numba, about 8 s of CPU; cached beside the code) ...", flush=True)
+    print("kvlab: compiling the kernels once (numba, cached beside the code) ...", flush=True)
     subprocess.run([sys.executable, "-m", "kvlab.workflow.kernels"], cwd=folder)  # a failure shows in the jobs
 
 

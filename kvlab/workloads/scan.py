@@ -12,6 +12,8 @@ standard library's json reads as the same numbers.
 import numpy as np
 from numba import njit
 
+from kvlab.util.ahead import ahead
+
 __all__ = ["BLANK", "OK", "OTHER", "scan"]
 
 OK, BLANK, OTHER = 0, 1, 2  # per line: taken, blank (skipped), for the full reader
@@ -171,6 +173,10 @@ def _line(buffer, at, end, keys, lengths, listed, row, items, used):
     return used
 
 
+@ahead(
+    "int64(Array(uint8, 1, 'C', readonly=True), uint8[:, ::1], int64[::1], int64, int8[::1], int64[:, ::1],"
+    " int64[::1], int64[::1])"
+)
 @njit(cache=True)
 def _scan(buffer, keys, lengths, listed, status, values, counts, items):
     used, start, line = 0, 0, 0
