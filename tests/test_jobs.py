@@ -3,6 +3,8 @@ result written whole or not at all, the log kept; and the one stamp of code per 
 
 import json
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -149,3 +151,36 @@ def test_a_small_trace_runs_in_the_pipelines_process_and_a_large_one_in_its_own(
     assert jobs._large_trace(["replay", "--trace", str(large)])
     assert jobs._large_trace(["replay", "--trace", str(tmp_path / "missing.jsonl")])
     assert not jobs._large_trace(["replay", "--workload", "lab"])
+
+
+SLOW_MARKS = """
+import base64, pathlib, time
+from snakemake.persistence import PersistenceBase
+started = PersistenceBase.started
+def late(self, job, external_jobid=None):  # the executor's marking, slowed: the window a kill can fall in
+    time.sleep(0.3)
+    started(self, job, external_jobid)
+PersistenceBase.started = late
+
+rule made:
+    output: "out.txt"
+    run:
+        marker = pathlib.Path(".snakemake", "incomplete", base64.urlsafe_b64encode(b"out.txt").decode())
+        pathlib.Path(output[0]).write_text(str(marker.is_file()))
+"""
+
+
+@pytest.mark.parametrize("marked_first", [True, False])
+def test_a_jobs_output_is_marked_incomplete_before_the_job_runs(tmp_path, marked_first):
+    """kvlab.workflow.runs.marked_before_running: a job on Snakemake's thread pool finds its output already marked
+    incomplete (Snakemake's file marker), however late the executor's own marking comes; without it, the job runs
+    and finishes unmarked (what a kill at that moment left: an output the recovery run did not redo)."""
+    (tmp_path / "Snakefile").write_text(SLOW_MARKS, encoding="utf-8")
+    code = "import sys; from kvlab.workflow import runs; runs.marked_before_running = lambda: None; runs.main()"
+    done = subprocess.run(
+        [sys.executable, *(["-m", "kvlab.workflow.runs"] if marked_first else ["-c", code])]
+        + ["--cores", "1", "--force-use-threads", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == str(marked_first)
