@@ -3,18 +3,20 @@ write policy, eviction order and LMCache switch; under load its scheduler and po
 apart (tests/engine_reference.py) request by request; and the command's figures hold together."""
 
 import math
+from collections import Counter
 
 import pytest
 from engine_reference import ToyCost, reference
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_write_policies import VARIANTS  # (write policy, touch_cpu_on_gpu_hit, re_store_on_gpu_hit)
 
 from kvlab.cache.write_policies import make_cache
 from kvlab.engine.pool import BlockPool
 from kvlab.engine.settings import EngineSettings
-from kvlab.engine.simulator import Engine
+from kvlab.engine.simulator import STUCK, Engine
 from kvlab.loop import replay, rows_of
+from kvlab.util.errors import KvlabError
 from kvlab.workloads import Timed
 
 
@@ -318,3 +320,46 @@ def test_plan_under_load_is_simulate_at_the_plans_rooms(head_trace):
     assert refused.returncode == 2 and "--load" in refused.stderr and refused.stderr.count("\n") == 1
     bad = kvlab("plan", *common, "--gpu-gib", "1", *hardware, "--engine", "vllm", "--load", "fast")
     assert bad.returncode == 2 and "expected speedup=S, rate=R or clients=N" in bad.stderr
+
+
+@settings(max_examples=150, deadline=None)
+@given(chains(whole_blocks=False), st.data())
+def test_the_engine_is_stuck_only_behind_requests_loaded_from_the_cpu(workload, data):
+    """Random requests at once through small pools with a CPU tier: where the engine stops as stuck (simulator.STUCK),
+    nothing runs or is in flight, the queue's first request needs more blocks than are free, and every block the pool
+    holds is held by waiting requests whose load from the CPU completed (vllm-project/vllm#45388's state); a pool
+    larger by what they hold does not get stuck."""
+    block, requests = workload
+    needs = [math.ceil((tokens + output - 1) / block) for _, tokens, output in requests]
+    gpu = data.draw(st.integers(max(needs), max(needs) + 2), label="gpu blocks")
+    largest = max(len(keys) for keys, _, _ in requests)
+    cpu = data.draw(st.sampled_from([1, 2, largest, 3 * largest]), label="cpu blocks")
+    engine = EngineSettings(
+        max_num_batched_tokens=data.draw(st.sampled_from([block, 3 * block + 1, 64]), label="budget"),
+        max_num_seqs=data.draw(st.integers(1, 6), label="max seqs"),
+        generated_blocks=data.draw(st.sampled_from(["keep", "drop"]), label="generated"),
+    )
+
+    def run(blocks):
+        offload = make_cache("write-through", 0, cpu * block, block)
+        simulator = Engine(BlockPool(blocks, block), ToyCost(block), offload, engine, True)
+        timed = [(0.0, Timed(keys, tokens, 0.0, output)) for keys, tokens, output in requests]
+        try:
+            simulator.run(iter(timed))
+        except KvlabError as error:  # stuck, or thrashing (another stop)
+            return simulator if str(error) == STUCK else None
+        return None
+
+    stuck = run(gpu)
+    event("stuck" if stuck is not None else "served")
+    if stuck is None:
+        return
+    pool, waiting = stuck.pool, list(stuck.waiting)
+    assert not stuck.running and not stuck.events and stuck.next_arrival is None and not pool.anonymous
+    holders = Counter(key for request in waiting for key in request.held)
+    assert holders == Counter(pool.held) and not pool.pending
+    loaded = [not request.loading and request.lookup[1] > request.lookup[0] for request in waiting if request.held]
+    assert loaded and all(loaded)  # (lookup: where the GPU's prefix ends, and the CPU's)
+    head = waiting[0]
+    assert math.ceil(head.length / block) - len(head.held) > pool.available
+    assert run(gpu + sum(holders.values())) is None

@@ -49,7 +49,14 @@ def thrashing(number, times):
     )
 
 
-STUCK = "the engine is stuck: requests wait for blocks that nothing will free"
+# Nothing runs and nothing is in flight, yet the queue's first request does not fit: the blocks it needs are held by
+# requests behind it that loaded their prefix from the CPU tier and wait their turn (tests/test_engine.py checks that
+# this is the only way to it). vLLM v1 deadlocks the same way under KV pressure with a CPU offloading connector: its
+# waiting loop stops at an unschedulable head (vllm-project/vllm#45388; a fix is open as PR #57841).
+STUCK = (
+    "the engine is stuck: requests wait for blocks that nothing will free (requests loaded from the CPU tier hold them"
+    " behind the queue's first, as in vLLM's deadlock vllm-project/vllm#45388); a larger GPU pool avoids it"
+)
 NO_OUTPUTS = "this workload has no output lengths: give --output-tokens"
 
 
