@@ -19,7 +19,9 @@ models/Llama-3.1-8B-Instruct/config.json --gpu-system h100_sxm --engine vllm --t
 --gpu-blocks N --cpu-blocks M --speedup S`` and prints one JSON object (``ttft_ms``, ``tpot_ms``,
 ``e2e_ms`` each ``{p50, p90, p99, mean}``; ``gpu_hit_tokens``, ``cpu_hit_tokens``, ``computed_tokens``,
 ``input_tokens``, ``requests_per_s``, ``preemptions``); where that command fails, its rows say so and
-AISimulate's still print.
+AISimulate's still print. kvlab's warm-up (``python -m kvlab.workflow.kernels``) runs first, so that no compile
+is timed: numba's JIT cache, then the ahead-of-time module (kvlab/util/ahead.py) where a C compiler is found;
+the table says which served, and a row times kvlab with the module off (``KVLAB_AOT=0``) in the same run.
 
 AISimulate's figures come from its ``prediction.json``: reuse per tier is the sum over requests of
 ``first_admission_g1_reused_input_tokens`` (GPU; ``first_admission_reused_input_tokens`` without a host
