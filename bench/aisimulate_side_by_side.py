@@ -20,8 +20,7 @@ models/Llama-3.1-8B-Instruct/config.json --gpu-system h100_sxm --engine vllm --t
 ``e2e_ms`` each ``{p50, p90, p99, mean}``; ``gpu_hit_tokens``, ``cpu_hit_tokens``, ``computed_tokens``,
 ``input_tokens``, ``requests_per_s``, ``preemptions``); where that command fails, its rows say so and
 AISimulate's still print. kvlab's warm-up (``python -m kvlab.workflow.kernels``) runs first, so that no compile
-is timed: numba's JIT cache, then the ahead-of-time module (kvlab/util/ahead.py) where a C compiler is found;
-the table says which served, and a row times kvlab with the module off (``KVLAB_AOT=0``) in the same run.
+is timed: numba's JIT cache serves kvlab's kernels.
 
 AISimulate's figures come from its ``prediction.json``: reuse per tier is the sum over requests of
 ``first_admission_g1_reused_input_tokens`` (GPU; ``first_admission_reused_input_tokens`` without a host
@@ -44,7 +43,6 @@ over AISimulate's. Usage::
 import argparse
 import gzip
 import json
-import os
 import resource
 import shutil
 import subprocess
@@ -62,10 +60,10 @@ LINK_GBPS = 32.0  # AISimulate's host_offload defaults, written out
 NA = "n/a"
 
 
-def timed(argv, env=None):
+def timed(argv):
     """Run ARGV; return (completed process, CPU seconds of it and its children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return done, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
@@ -145,8 +143,8 @@ def run_aisimulate(aisimulate, work, name, config, gpu_blocks):
     }
 
 
-def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks, jit=False):
-    """kvlab simulate's figures and CPU seconds (``jit``: numba's JIT cache serving, the ahead-of-time module off)."""
+def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks):
+    """kvlab simulate's figures and CPU seconds."""
     argv = [kvlab, "simulate", "--workload", "mooncake", "--trace", str(trace)]
     argv += ["--model-config", str(MODEL / "config.json"), "--gpu-system", SYSTEM, "--engine", ENGINE, "--tp", "1"]
     argv += ["--block-tokens", str(BLOCK), "--gpu-blocks", str(gpu_blocks), "--cpu-blocks", str(cpu_blocks)]
@@ -157,7 +155,7 @@ def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks, jit=False):
         "0",
     ]  # AISimulate's host links: bytes / 32 GB/s, no per-copy cost
     try:
-        done, cpu = timed([*argv, "--speedup", str(speedup)], {**os.environ, "KVLAB_AOT": "0"} if jit else None)
+        done, cpu = timed([*argv, "--speedup", str(speedup)])
     except OSError as error:
         return None, f"{kvlab}: {error}"
     if done.returncode:
@@ -209,20 +207,13 @@ def main(argv=None):
         with trace.open("rb") as lines:
             trace_requests = sum(1 for line in lines if line.strip())
         python = str(Path(args.kvlab).parent / "python")
-        # kvlab's warm-up: numba's JIT cache, then the ahead-of-time module (kvlab/util/ahead.py) where a C compiler is
-        # found, so that no compile falls in a timed run
+        # kvlab's warm-up (numba's JIT cache), so that no compile falls in a timed run
         subprocess.run([python, "-m", "kvlab.workflow.kernels"], cwd=ROOT, check=True)
-        served = subprocess.run(
-            [python, "-c", "from kvlab.util import ahead; print(ahead.built())"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
         results = []
         for cpu in [cpu_blocks] if args.cpu_only else [0, cpu_blocks]:
             name = f"cpu{cpu}"
             config = aisimulate_config(trace, args.speedup, gpu_blocks, cpu, args.gpu_blocks is not None)
-            theirs, ours, jit, error = None, None, None, None
+            theirs, ours, error = None, None, None
             for _ in range(args.repeat):  # interleaved; each tool's least CPU (a loaded moment slows either)
                 run = run_aisimulate(args.aisimulate, work, name, config, gpu_blocks)
                 theirs = run if theirs is None or run["cpu_s"] < theirs["cpu_s"] else theirs
@@ -230,12 +221,9 @@ def main(argv=None):
                 if run is None:
                     break
                 ours = run if ours is None or run["cpu_s"] < ours["cpu_s"] else ours
-                run, _ = run_kvlab(args.kvlab, args.trace, args.speedup, gpu_blocks, cpu, jit=True)
-                jit = run if jit is None or run is None or run["cpu_s"] < jit["cpu_s"] else jit
-            for figures in (ours, jit):
-                if figures is not None:
-                    figures.setdefault("requests", trace_requests)  # its JSON has no count: every request of the trace
-            results.append((cpu, theirs, ours, jit, error))
+            if ours is not None:
+                ours.setdefault("requests", trace_requests)  # its JSON has no count: every request of the trace
+            results.append((cpu, theirs, ours, error))
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -243,14 +231,12 @@ def main(argv=None):
     print(
         f"{args.trace.name}, speedup {args.speedup}: {MODEL.name} on {SYSTEM}, {ENGINE}, TP 1, {BLOCK}-token blocks,"
         f" GPU pool {gpu_blocks:,} blocks ({gpu_blocks * BLOCK:,} tokens), CPU tier {cpu_blocks:,} blocks"
-        f" ({args.cpu_factor:g}x); kvlab's kernels: "
-        + ("the ahead-of-time module" if served == "True" else "numba's JIT cache (no ahead-of-time module built)")
-        + "\n"
+        f" ({args.cpu_factor:g}x)\n"
     )
     print("| CPU tier | tool | GPU reuse % | CPU reuse % | TTFT p50 ms | TTFT p99 ms | CPU s | requests / CPU s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     details = []
-    for cpu, theirs, ours, jit, error in results:
+    for cpu, theirs, ours, error in results:
         tier = f"{cpu:,} blocks" if cpu else "none"
         rows = [("aisimulate", theirs)] + ([("kvlab", ours)] if ours else [])
         for tool, figures in rows:
@@ -277,11 +263,6 @@ def main(argv=None):
             f" | {reuse(ours, 'cpu_hit_tokens') - reuse(theirs, 'cpu_hit_tokens'):+.2f} pt | {ttft['p50']:+.1f}%"
             f" | {ttft['p99']:+.1f}% | {ours['cpu_s'] - theirs['cpu_s']:+.2f} | {speed:.2f}x |"
         )
-        if jit is not None:  # the same figures (tests/test_ahead.py); its CPU alone differs
-            print(
-                f"| {tier} | kvlab, numba's JIT cache (KVLAB_AOT=0) | | | | | {jit['cpu_s']:.2f}"
-                f" | {per_cpu_s(jit):,.0f} ({per_cpu_s(jit) / per_cpu_s(theirs):.2f}x) |"
-            )
     print()
     for line in details:
         print(line)

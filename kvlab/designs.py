@@ -99,4 +99,6 @@ def rounds(workload, cache, meter=None):
 def table_csv(rows):
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS)).to_csv(index=False, lineterminator="\n")
+    from kvlab.util.files import frame_csv
+
+    return frame_csv(pd.DataFrame(rows, columns=list(TABLE_COLUMNS)))

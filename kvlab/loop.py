@@ -273,4 +273,6 @@ def per_request_csv(workload, parts):
     table["round"] = table["round"].map(dict(enumerate(workload.rounds)))
     computed = table["input_tokens"] - table["gpu_hit_tokens"] - table["cpu_hit_tokens"]
     table["computed_tokens"] = computed - table["disk_hit_tokens"] if "disk_hit_tokens" in table else computed
-    return table.to_csv(index=False, lineterminator="\n")
+    from kvlab.util.files import frame_csv
+
+    return frame_csv(table)

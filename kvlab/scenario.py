@@ -47,6 +47,17 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message):
         self.fail(message, status=2)
 
+    def print_help(self, file=None):
+        """As argparse's, but a help that cannot be written is exit 1 and one line (argparse ignores the error)."""
+        if file is not None:
+            return super().print_help(file)
+        try:
+            sys.stdout.write(self.format_help())
+            sys.stdout.flush()
+        except (OSError, AttributeError, ValueError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else "it is closed"
+            self.fail(f"standard output: cannot write: {reason}")
+
     def fail(self, message, status=1):
         """Exit with ``status`` and one error line (also for bad input found after the arguments parsed)."""
         one_line = message.replace("\n", "\\n")  # a bad argument or file name may itself contain a newline

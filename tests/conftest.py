@@ -18,7 +18,7 @@ import yaml
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from kvlab.util import ahead, kernels
+from kvlab.util import kernels
 from kvlab.workflow import freshness
 from kvlab.workloads import Request, Workload
 
@@ -42,14 +42,12 @@ sys.dont_write_bytecode = False
 
 KERNELS_LOCK = "kernels.lock"  # in this run's temporary folder: held while the kernels compile beside the workers
 WARMING = pytest.StashKey[list]()  # the processes that compile them
-# kvlab.workflow.kernels.warm() in two processes at once, on two cores: kvlab simulate's loop (its _simulate(), about
-# 25 s of compiling alone) in one, the rest of warm() (the ahead-of-time module's build, about 17 s, included) in the
-# other; one process for all if warm() is laid out otherwise.
-WARM_APART = (
-    "import kvlab.workflow.kernels as k; k._simulate = lambda: None; k.warm()",
-    "import kvlab.workflow.kernels as k; k._simulate()",
+# kvlab.workflow.kernels.warm() in two processes at once, on two cores: kvlab simulate's loop (about 25 s of compiling
+# alone) in one, the other kernels in the other.
+WARM = (
+    "from kvlab.workflow.kernels import _jit; _jit()",
+    "from kvlab.workflow.kernels import _simulate; _simulate()",
 )
-WARM_ALL = ("from kvlab.workflow.kernels import warm; warm()",)
 
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin's (this run's temporary folder)
@@ -58,14 +56,11 @@ def pytest_configure(config):
     worker or scratch copy compiles them again. The compile runs in two processes of its own; under pytest-xdist
     they run while the workers start and collect (about 8 s each on two cores), and each worker waits for them
     before its first test (compiled_kernels below)."""
-    if hasattr(config, "workerinput") or (kernels.compiled() and (ahead.built() or ahead.compiler() is None)):
+    if hasattr(config, "workerinput") or kernels.compiled():
         return
-    import kvlab.workflow.kernels as warmup
-
     lock = open(config._tmp_path_factory.getbasetemp() / KERNELS_LOCK, "w")  # noqa: SIM115 - the children hold it
     fcntl.flock(lock, fcntl.LOCK_EX)
-    parts = WARM_APART if callable(getattr(warmup, "_simulate", None)) else WARM_ALL
-    warming = [subprocess.Popen([sys.executable, "-c", part], cwd=ROOT, pass_fds=(lock.fileno(),)) for part in parts]
+    warming = [subprocess.Popen([sys.executable, "-c", part], cwd=ROOT, pass_fds=(lock.fileno(),)) for part in WARM]
     lock.close()  # the children's copies keep the lock until both have exited
     workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)  # as pytest-xdist decides
     if workers and not config.getoption("collectonly"):

@@ -1764,7 +1764,7 @@ def test_the_table_covers_every_command():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Standard output closed or full: exit 1, quietly
+# Standard output closed or full: exit 1 and one line (a broken pipe, the reader gone, is quiet)
 
 
 def close_stdout():
@@ -1795,15 +1795,16 @@ STDOUT_COMMANDS = {
 
 @pytest.mark.parametrize("how", ["closed", "full"])
 @pytest.mark.parametrize("name", list(STDOUT_COMMANDS))
-def test_stdout_closed_or_full_exits_1_quietly(name, how, tmp_path):
+def test_stdout_closed_or_full_exits_1_with_one_line(name, how, tmp_path):
     argv = STDOUT_COMMANDS[name]
     if how == "closed":
         result = run_process(argv, tmp_path, capture_output=False, stderr=subprocess.PIPE, preexec_fn=close_stdout)
     else:
         with open("/dev/full", "w") as full:
             result = run_process(argv, tmp_path, capture_output=False, stdout=full, stderr=subprocess.PIPE)
+    reason = "it is closed" if how == "closed" else "No space left on device"
     assert result.returncode == 1, result.stderr
-    assert result.stderr == "", result.stderr
+    assert result.stderr == f"kvlab {name}: error: standard output: cannot write: {reason}\n", result.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -171,7 +171,7 @@ def test_opt_has_all_heads_as_kv_heads():
         ("Llama-3.1-70B-Instruct", 8, 1),
         ("Llama-3.1-70B-Instruct", 16, 1),  # more GPUs than KV heads: a head is replicated, never split
         ("Qwen2.5-7B-Instruct", 4, 1),
-        ("Qwen2.5-7B-Instruct", 8, 1),
+        ("Qwen2.5-7B-Instruct", 2, 2),  # not 8: vLLM refuses a tp that does not split its 28 attention heads
         ("Qwen2.5-1.5B-Instruct", 2, 1),
         ("opt-1.3b", 4, 8),
     ],

@@ -33,7 +33,8 @@ pytestmark = pytest.mark.pipeline
 MRC = ROOT / "results" / "mrc"
 PLAN = ROOT / "results" / "plan"
 QWEN_1_5B = "models/Qwen2.5-1.5B-Instruct/config.json"
-QWEN_7B = "models/Qwen2.5-7B-Instruct/config.json"  # 4 KV heads
+QWEN_7B = "models/Qwen2.5-7B-Instruct/config.json"  # 4 KV heads, 28 attention heads
+LLAMA_8B = "models/Llama-3.1-8B-Instruct/config.json"  # 8 KV heads, 32 attention heads
 TRACE = "data/traces/mooncake/conversation_trace.jsonl.gz"  # a shipped trace: config inputs must exist
 MOONCAKE = {"source": "mooncake", "trace": TRACE, "rooms": {"block_tokens": [512]}}
 
@@ -768,10 +769,18 @@ def test_a_malformed_model_config_is_named(config, tmp_path, text, problem):
 
 
 def test_tp_that_splits_the_kv_heads_passes(config):
-    config["plans"]["lab"]["model_config"] = QWEN_7B
-    for tp in (1, 2, 4, 8):  # 8: each KV head on two GPUs
+    config["plans"]["lab"]["model_config"] = LLAMA_8B
+    for tp in (1, 2, 4, 8, 16):  # 16: each KV head on two GPUs (32 attention heads split over 16)
         config["plans"]["lab"]["tp"] = tp
         checked(config)
+
+
+def test_tp_that_does_not_split_the_attention_heads_is_refused(config):
+    """vLLM refuses it (``ModelConfig.verify_with_parallel_config``): 28 heads over tp 8."""
+    config["plans"]["lab"]["model_config"] = QWEN_7B
+    config["plans"]["lab"]["tp"] = 8
+    with pytest.raises(checks.ConfigError, match="plans.lab.tp: 28 attention heads do not split over tp 8"):
+        checks.check_config(config)
 
 
 def test_mooncake_block_sizes_that_are_multiples_of_512_pass(config):

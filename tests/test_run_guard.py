@@ -90,3 +90,38 @@ def test_a_failing_job_keeps_the_committed_artifact(project):
     assert done.returncode != 0
     assert "Restored previous version" in done.stdout + done.stderr
     assert target.read_bytes() == before
+
+
+FAILING_RUN = """
+from pathlib import Path
+Path("results/kept.json").write_text("new\\n")
+Path("results/gone.json").unlink()
+Path("results/added").mkdir()
+Path("results/added/point.json").write_text("new\\n")
+raise SystemExit(CODE)
+"""
+
+
+@pytest.mark.parametrize("code", [1, 0])
+def test_a_run_that_fails_halfway_leaves_results_as_they_were(tmp_path, capfd, code):
+    """Jobs that finished before one failed leave no mix of old and new results: what they replaced is put back
+    with its old time (so the next run makes it again), what they added is gone; a run that succeeds keeps all."""
+    from kvlab.workflow.runs import run_pipeline
+
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("kept.json", "gone.json", "same.json"):
+        (results / name).write_text(f"{name} as committed\n", encoding="utf-8")
+    before = {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in results.iterdir()}
+    fake = [sys.executable, "-c", FAILING_RUN.replace("CODE", str(code))]
+
+    assert run_pipeline([], folder=tmp_path, snakemake=fake) == code
+
+    after = {path.name: (path.read_bytes(), path.stat().st_mtime_ns) for path in results.rglob("*") if path.is_file()}
+    said = capfd.readouterr().err
+    if code:
+        assert after == before
+        assert said == "kvlab: the run failed; results/ is as it was before it (2 files put back, 1 removed)\n"
+    else:
+        assert after["kept.json"][0] == b"new\n" and "gone.json" not in after and "point.json" in after
+        assert said == ""

@@ -20,6 +20,22 @@ def _scalars(document):
     return found
 
 
+def _leaves(value, path=()):
+    """``(path, value)`` of every figure inside a JSON value: a number, a word or a null, at the path of keys that
+    leads to it; a list of rounds is keyed by each round's name, a list of words (flags, notes) is left out."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _leaves(inner, (*path, key))
+    elif isinstance(value, list):
+        for inner in value:
+            if isinstance(inner, dict) and "round" in inner:
+                yield from _leaves(
+                    {key: item for key, item in inner.items() if key != "round"}, (*path, inner["round"])
+                )
+    else:
+        yield path, value
+
+
 def _frame(rows, columns=None):
     import pandas as pd
 
@@ -204,7 +220,10 @@ def _meter(max_memory, footprint):
 
 def _grid(one, settings, axes):
     """``one(settings)``, or a :class:`Grid` of it over every axis given a list (each point's value in its place; a
-    numpy array or a pandas Series is a list too)."""
+    numpy array or a pandas Series is a list too), of at most :data:`kvlab.util.numbers.MAX_POINTS` points."""
+    from kvlab.util.numbers import grid_points
+    from kvlab.util.progress import progress_bar
+
     for axis in axes:
         if hasattr(settings[axis], "tolist") and not isinstance(settings[axis], numbers.Number):
             settings[axis] = settings[axis].tolist()
@@ -214,14 +233,40 @@ def _grid(one, settings, axes):
     for axis in varied:
         if not len(settings[axis]):
             raise SettingError(f"argument {_flag(axis)}: expected a value or a list of values, got an empty list")
+        points = [_point(value) for value in settings[axis]]
+        if len(set(points)) != len(points):  # as kvlab.cli.base.listing refuses a flag's list: one point, one result
+            raise SettingError(f"argument {_flag(axis)}: an item is given twice in {shown(list(settings[axis]))}")
+    grid_points({axis: len(settings[axis]) for axis in varied})  # before any point runs
     points = tuple(product(*(settings[axis] for axis in varied)))
-    results = tuple(_guarded(one, {**settings, **dict(zip(varied, point, strict=True))}) for point in points)
-    return Grid(tuple(varied), points, results)
+    bar = progress_bar(len(points), unit="point")  # on a terminal, once a grid has run for a second
+    results = []
+    try:
+        for point in points:
+            results.append(_guarded(one, {**settings, **dict(zip(varied, point, strict=True))}))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Grid(tuple(varied), points, tuple(results))
+
+
+def _point(value):
+    """What a grid's value is as a point: a number by its value (``1``, ``1.0`` and ``"1.0"`` one point), anything
+    else as it is (its own converter refuses it); an unhashable value, its identity."""
+    text = _text(value)
+    if isinstance(text, str) and number_text(text.strip()):
+        return Decimal(text.strip())
+    try:
+        hash(value)
+    except TypeError:
+        return id(value)
+    return value
 
 
 def _guarded(one, settings):
     """``one(settings)`` with every error of bad input a KvlabError in the command's words (a SettingError stays
-    one); memory running out and an interrupt are left as they are."""
+    one), the machine's memory running out too (the command's line); an interrupt is left as it is."""
     from kvlab.util.memory import MemoryLimitError
 
     try:
@@ -232,6 +277,8 @@ def _guarded(one, settings):
         raise
     except MemoryLimitError as error:
         raise KvlabError(str(error)) from error
+    except MemoryError:
+        raise KvlabError("out of memory") from None
     except (ValueError, OSError, ArithmeticError, RecursionError, LookupError, TypeError) as error:
         raise KvlabError(_described(error)) from error
 

@@ -12,9 +12,11 @@ from kvlab.api.common import (
     _frame,
     _grid,
     _hardware_values,
+    _leaves,
     _meter,
     _ratio,
     _Result,
+    _scalars,
     _setting,
     compile_notice,
     workload_of,
@@ -46,11 +48,25 @@ class Plan(_Result):
         rooms = {key: cache[key] for key in ("gpu_tokens", "cpu_gib", "cpu_tokens")}
         return cls(**rooms, **{key: document[key] for key in top}, text=text)
 
-    def to_frame(self):
-        """One row per round, ``all`` first: the tokens served from GPU, from CPU, recomputed, the hit ratio (and
-        the predicted TTFT's percentiles, where the plan has them: ``gpu_system``)."""
+    def summary(self):
+        """Every figure the plan prints, one row of a grid's frame: the cache's and the plan's own by their keys, and
+        those of its blocks (``model``, ``rounds``, ``engine``, ``ttft``, ``load``...) at their path in
+        :meth:`to_dict` joined by dots, a round by its name (``ttft.all.p50_ms``, ``load.ttft_ms.p99``,
+        ``rounds.pass2.cpu_hit_tokens``)."""
         document = self.to_dict()
-        columns = ["round", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens", "token_hit_ratio"]
+        found = _scalars(document)
+        blocks = {key: value for key, value in document.items() if key != "cache" and isinstance(value, dict | list)}
+        found.update({".".join(path): value for path, value in _leaves(blocks)})
+        return found
+
+    def to_frame(self):
+        """One row per round, ``all`` first: the tokens served from GPU, from CPU (and disk), recomputed, the hit
+        ratio (and the predicted TTFT's percentiles, where the plan has them: ``gpu_system``; the time under
+        ``load``, a figure of the whole run, on the ``all`` row, named as in :meth:`summary`)."""
+        document = self.to_dict()
+        disk = ["disk_hit_tokens"] if "disk_hit_tokens" in document else []
+        columns = ["round", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", *disk, "computed_tokens"]
+        columns.append("token_hit_ratio")
         rows = [{**document, "round": "all"}, *document["rounds"]]
         if "ttft" in document:
             times = [document["ttft"]["all"], *document["ttft"]["rounds"]]
@@ -59,7 +75,11 @@ class Plan(_Result):
                 for row, time in zip(rows, times, strict=True)
             ]
             columns += [key for key in times[0] if key != "round"]
-        return _frame([{key: row[key] for key in columns} for row in rows], columns)
+        if "load" in document:
+            under = {".".join(path): value for path, value in _leaves({"load": document["load"]})}
+            rows[0] = {**rows[0], **under}
+            columns += list(under)
+        return _frame([{key: row.get(key) for key in columns} for row in rows], columns)
 
 
 def plan(
@@ -200,6 +220,10 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         priced = _hardware_model(hardware, *setting, models)
         if checked["disk_gib"] is None and checked["disk_tokens"] is None:
             no_disk_pricing(priced.settings, "takes --disk-gib or --disk-tokens")
+    if load is not None:  # before any work: what --load asks of the hardware and the workload
+        if priced is None:
+            raise SettingError("argument --load: the time under load is priced from the hardware: give --gpu-system")
+        load = _load_ready(load if isinstance(load, dict) else _setting("load", load_spec, load), made)
     meter = _meter(max_memory, FOOTPRINT)
     result = planner.plan(
         made,
@@ -233,8 +257,6 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         disk = result["cache"].get("disk_tokens")
         result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter, disk)
     if load is not None:
-        if priced is None:
-            raise SettingError("argument --load: the time under load is priced from the hardware: give --gpu-system")
         result["load"] = _load(load, workload, options, model_config, checked, hardware, result["cache"], max_memory)
     return Plan.of(dump_json(result))
 
@@ -331,13 +353,39 @@ LOADS = ("speedup", "rate", "clients")  # kvlab simulate's arrivals (kvlab/engin
 
 
 def load_spec(text):
-    """``"rate=0.5"`` -> ``{"rate": 0.5}``: one of :data:`LOADS` and its number (``clients`` a whole one)."""
+    """``"rate=0.5"`` -> ``{"rate": 0.5}``: one of :data:`LOADS` and its number (``clients`` a whole one; a rate or
+    a speedup within kvlab simulate's range, :data:`kvlab.engine.arrivals.PACE`)."""
+    from kvlab.engine.arrivals import MAX_CLIENTS, pace
     from kvlab.util.files import number_text, shown
 
     name, _, value = str(text).partition("=")
     if name not in LOADS or not number_text(value, whole=name == "clients"):
         raise ValueError(f"expected speedup=S, rate=R or clients=N, got {shown(text)}")
-    return {name: int(value) if name == "clients" else float(value)}
+    if name == "clients":
+        if not 1 <= int(value) <= MAX_CLIENTS:
+            raise ValueError(f"clients: expected a whole number from 1 to {MAX_CLIENTS}, got {shown(value)}")
+        return {name: int(value)}
+    try:
+        return {name: pace(value)}
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+
+
+def _load_ready(arrivals, made):
+    """``arrivals`` (:func:`load_spec`'s) once the workload is seen to take them, in plan's words, before the plan
+    runs: its first request has a time to speed up and an output length (the engine decodes it). A trace from
+    standard input is read once, by the plan: kvlab simulate's own check stands there."""
+    first = None if getattr(made, "trace", None) == "-" else next(iter(made.timed()), None)
+    if first is not None and "speedup" in arrivals and first.arrival_s is None:
+        raise SettingError(
+            f"argument --load: workload {made.name} has no timestamps to speed up: give --load rate=R or clients=N"
+        )
+    if first is not None and first.output_tokens is None:
+        raise SettingError(
+            f"argument --load: workload {made.name} has no output lengths, which the engine decodes under load: plan"
+            " a trace or a benchmark that has them (bench_multiturn, multi_round_qa)"
+        )
+    return arrivals
 
 
 def _load(load, workload, options, model_config, checked, hardware, cache, max_memory):
@@ -370,7 +418,17 @@ def _load(load, workload, options, model_config, checked, hardware, cache, max_m
         **{name: simulated[name] for name in figures},
         "token_hit_ratio": simulated["token_hit_ratio"],
         "latency_source": simulated["latency_source"],
+        **({"note": disk_note(cache["disk_tokens"])} if cache.get("disk_tokens") else {}),
     }
+
+
+def disk_note(disk_tokens):
+    """What the load leaves out of a plan with a disk tier: kvlab simulate's engine has a GPU pool and a CPU tier
+    only (kvlab/engine/simulator.py), so its times are those of the plan without its disk."""
+    return (
+        f"kvlab simulate has no disk tier: the time under load is without the plan's disk of {disk_tokens:,} tokens"
+        " (its hits recomputed)"
+    )
 
 
 PLAN_SETTINGS = (

@@ -128,10 +128,11 @@ def simulate(
     speedup=None,
     rate=None,
     clients=None,
-    seed=0,
+    seed=None,
     per_request=False,
     percentiles=False,
     max_memory=None,
+    dry_run=False,
     **settings,
 ):
     """``workload`` through one engine instance on a clock: arrivals (``speedup`` of the trace's clock, a Poisson
@@ -139,17 +140,14 @@ def simulate(
     cache's (``kvlab replay``'s: ``gpu_tokens`` or ``gpu_blocks``, ``cpu_tokens`` or ``cpu_blocks``,
     ``block_tokens``, ``write_policy``, ...) and the hardware's (:class:`kvlab.latency.hardware.HardwareSettings`'
     fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
-    percentiles. A :class:`Simulation`."""
+    percentiles. A :class:`Simulation`; with ``dry_run``, None once every setting is checked as the run checks it
+    (``kvlab config``'s look at a job before any job runs), nothing read or run."""
     from kvlab.cache.interface import CacheSettings
-    from kvlab.engine import compiled
     from kvlab.engine.arrivals import Arrivals
     from kvlab.engine.cost import StepCost
     from kvlab.engine.memory import gpu_pool
-    from kvlab.engine.pool import BlockPool
     from kvlab.engine.settings import EngineSettings, engine_setting_names
-    from kvlab.engine.simulator import Engine
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
-    from kvlab.util.memory import MemoryLimitError
     from kvlab.workloads import whole_number
 
     hardware = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
@@ -198,8 +196,35 @@ def simulate(
     if gpu_blocks < 1:
         raise SettingError("argument --gpu-blocks: the engine needs a GPU pool of at least one block")
     meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
+    meter.check(0, 0, 0)  # the pool's and the tier's entries alone
+    if dry_run:
+        return None
     cost = StepCost(model, block)
     tail_first = chosen.eviction_order == "tail-first"
+    try:
+        stats = _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first)
+    except MemoryError:  # the machine's memory ran out (--max-memory bounds what the run projects): the command's line
+        raise KvlabError("out of memory") from None
+    if stats.refused and not stats.requests:
+        raise KvlabError(
+            f"every request ({stats.refused:,}) is longer with its output than the GPU pool ({gpu_blocks:,} blocks of"
+            f" {block} tokens), and the engine refuses it (as vLLM refuses a model length its KV cache cannot hold):"
+            " give a larger pool or fewer --output-tokens"
+        )
+    document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
+    table = _table(stats, made.request_ids()) if per_request else None
+    return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
+
+
+def _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first):
+    """The run's :class:`kvlab.engine.simulator.EngineStats`: the compiled loop's where it serves the run within
+    --max-memory, else the Python engine's."""
+    from kvlab.engine import compiled
+    from kvlab.engine.pool import BlockPool
+    from kvlab.engine.simulator import Engine
+    from kvlab.util.memory import MemoryLimitError
+
+    block = chosen.block_tokens
     stats = None
     if compiled.compiles(made, engine, chosen, arrivals):
         try:
@@ -221,9 +246,7 @@ def simulate(
         simulator.meter = meter
         timed = _metered(made, meter)
         stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
-    document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
-    table = _table(stats, made.request_ids()) if per_request else None
-    return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
+    return stats
 
 
 def simulate_footprint(gpu_blocks, cpu_blocks, per_request, interned):

@@ -6,6 +6,10 @@ the key after it and its stored size (0: absent), one cache line per key.
 
 from numba import njit
 
+from kvlab.util.kernels import discard_damaged
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
+
 __all__ = ["serve"]
 
 GPU, CPU = 0, 1

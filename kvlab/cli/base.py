@@ -14,8 +14,20 @@ from dataclasses import dataclass, field
 
 from kvlab.util.errors import SettingError
 from kvlab.util.files import shown, write_together
+from kvlab.util.numbers import MAX_POINTS, too_many_points
 
-__all__ = ["Outputs", "Parser", "UsageError", "argument", "deprecated", "listing", "one_of", "run", "summary"]
+__all__ = [
+    "Outputs",
+    "Parser",
+    "UsageError",
+    "argument",
+    "deprecated",
+    "input_file",
+    "listing",
+    "one_of",
+    "run",
+    "summary",
+]
 
 
 class UsageError(Exception):
@@ -43,7 +55,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("action", None, Once)  # a flag given twice is an error, not a silent override
         self.register("action", "store", Once)
-        self.inputs, self.outputs = [], []
+        self.outputs = []
         self.renamed = {}  # a deprecated spelling -> its new one (:func:`deprecated`)
 
     def parse_known_args(self, args=None, namespace=None):
@@ -58,22 +70,33 @@ class Parser(argparse.ArgumentParser):
             getattr(parsed, "parser", self).error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
+    def print_help(self, file=None):
+        """As argparse's, but a help that cannot be written is exit 1 and one line (argparse ignores the error)."""
+        if file is not None:
+            return super().print_help(file)
+        if not emit(self.format_help(), self.prog):
+            raise SystemExit(1)
+
     def error(self, message):
         error = UsageError(message)
         error.prog = self.prog
         raise error
 
     def add_input(self, *names, **kwargs):
-        """An argument naming input file(s): an output may not be one of them."""
-        action = self.add_argument(*names, **kwargs)
-        self.inputs.append(action.dest)
-        return action
+        """An argument naming input file(s): an output may not be one of them (:func:`input_file`)."""
+        return self.add_argument(*names, type=input_file, **kwargs)
 
     def add_output(self, *names, **kwargs):
         """An argument naming an output file: written together with the others, never over an input."""
-        action = self.add_argument(*names, **kwargs)
+        action = self.add_argument(*names, type=output_file, **kwargs)
         self.outputs.append(action.dest)
         return action
+
+    @property
+    def inputs(self):
+        """The arguments naming files the command reads: those of type :func:`input_file`, wherever declared (an
+        argument group's, a flag group shared by commands), so that no command can forget one."""
+        return [action.dest for action in self._actions if action.type is input_file]
 
     def files(self, args, dests):
         found = []
@@ -90,6 +113,20 @@ class Outputs:
     files: dict = field(default_factory=dict)
     stdout: str | bytes | None = None
     status: int = 0  # the exit code when all went well (a command that runs another program passes its code on)
+
+
+def input_file(text):
+    """The type of every argument naming a file the command reads (``-``: standard input): declaring it so is
+    what keeps an output off it (:func:`check_paths`). An empty name is no file."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return text
+
+
+def output_file(text):
+    """The type of an argument naming a file the command writes: an empty name is no file (the rename of a
+    finished output over the working folder would fail, its temporary file left beside it)."""
+    return input_file(text)
 
 
 def summary(doc):
@@ -115,7 +152,10 @@ def listing(convert, what):
     """An argparse type for a comma-separated list of distinct items, each checked by ``convert``."""
 
     def parse(text):
-        items = [convert(item.strip()) for item in text.split(",")]
+        items = text.split(",")
+        if len(items) > MAX_POINTS:  # before the items are read (kvlab.api's grids say the same)
+            raise ValueError(too_many_points(len(items)))
+        items = [convert(item.strip()) for item in items]
         if len(set(items)) != len(items):
             raise ValueError(f"{what}: an item is given twice in {shown(text)}")
         return items
@@ -229,8 +269,9 @@ def describe(error, outputs=()):
     return str(error) or type(error).__name__
 
 
-def emit(text):
-    """Write the command's standard output; False when it is closed or full (nothing more is said)."""
+def emit(text, prog="kvlab"):
+    """Write the command's standard output; False when it cannot (closed, full), said in one line on stderr as
+    any output that cannot be written is, unless the reader has gone (a broken pipe: ``kvlab ... | head``)."""
     stream = sys.stdout
     try:
         if isinstance(text, bytes):
@@ -238,7 +279,10 @@ def emit(text):
         else:
             stream.write(text)
         stream.flush()
-    except (OSError, AttributeError, ValueError):
+    except (OSError, AttributeError, ValueError) as error:
+        if not isinstance(error, BrokenPipeError):
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else "it is closed"
+            fail(prog, f"standard output: cannot write: {reason}", 1)
         try:  # so that Python's own flush at exit does not report the same failure
             os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
         except (OSError, AttributeError, ValueError):
@@ -278,6 +322,6 @@ def run(build, execute, argv, prog):
         return fail(command.prog, "interrupted", 130)
     except ERRORS as error:
         return fail(command.prog, describe(error, outputs), 1)
-    if result.stdout is not None and not emit(result.stdout):
+    if result.stdout is not None and not emit(result.stdout, command.prog):
         return 1
     return result.status

@@ -109,12 +109,30 @@ def refusal(parsers, argv):
     if name not in parsers:
         parsers[name] = module.build_parser(f"kvlab {name}")
     try:
-        parsers[name].parse_args(rest)
+        args = parsers[name].parse_args(rest)
     except UsageError as error:
         return None if str(error).startswith(REQUIRED) else str(error)
     except SystemExit:  # a --help in a value: not a config of kvlab's
         return "not a command line"
+    try:
+        prepared(module, args)
+    except ValueError as error:  # kvlab's errors, a memory limit: the line the job would stop with
+        return str(error)
     return None
+
+
+def prepared(module, args):
+    """What the job does with its flags before any work, done the job's way: its workload made (the source's own
+    checks: its size, its blocks) at each of its blocks, and the command's own ``prepare`` where it has one
+    (``kvlab simulate``'s: the engine's memory rule, the pool and the tiers)."""
+    from kvlab.cli.flags import make_workload
+
+    if getattr(args, "workload", None) is not None:
+        blocks = getattr(args, "block_tokens", None) or getattr(args, "chunk_tokens", None)
+        for block in blocks if isinstance(blocks, list) else [blocks]:
+            make_workload(args, block)
+    if hasattr(module, "prepare"):
+        module.prepare(args)
 
 
 def execute(args, parser):

@@ -10,7 +10,7 @@ from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.cli.base import UsageError, argument
+from kvlab.cli.base import UsageError, argument, input_file
 from kvlab.cli.types import number_in
 from kvlab.util.memory import memory_size
 from kvlab.workloads import WORKLOADS, switch, whole_number
@@ -52,9 +52,9 @@ def add_workload_arguments(parser):
         names = ", ".join(sources)
         if names not in groups:
             groups[names] = parser.add_argument_group(f"--workload {names}")
-        if option.name == "trace":  # a file: never also an output
-            parser.inputs.append(option.name)
         bare = {"nargs": "?", "const": "true"} if option.type is switch else {}  # a benchmark's on/off flag alone
+        if option.name == "trace":  # a file: never also an output
+            bare["type"] = input_file
         groups[names].add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help, **bare)
 
 
@@ -206,6 +206,7 @@ def add_hardware_arguments(parser, skip=(), optional=False, helps=None):
     choices = {**CHOICES, "kv_dtype": tuple(KV_DTYPES)}
     types = {name: argument(number_in(*bounds)) for name, bounds in NUMBERS.items()}
     types["tp"] = argument(whole_number(1, 2**20))
+    types["model_config"] = types["gpu_system"] = input_file  # files it reads (a system's name is none, harmlessly)
     helps = {**HARDWARE_HELP, **(helps or {})}
     group = parser.add_argument_group("hardware (kvlab/latency/hardware.py)")
     for setting in fields(HardwareSettings):
@@ -213,8 +214,6 @@ def add_hardware_arguments(parser, skip=(), optional=False, helps=None):
         if name in skip:
             continue
         flag = "--" + name.replace("_", "-")
-        if name == "model_config":
-            parser.inputs.append(name)
         if setting.type is bool:
             group.add_argument(flag, action="store_true", help=helps[name])
             continue

@@ -3,7 +3,7 @@ recomputed per round, and the GiB (2**30 bytes) full reuse (or a target hit rati
 
 from kvlab.api import plans
 from kvlab.cache.costs import WINDOW_RULES
-from kvlab.cli.base import Outputs, Parser, argument, deprecated, listing, run, summary
+from kvlab.cli.base import Outputs, Parser, argument, deprecated, input_file, listing, run, summary
 from kvlab.cli.flags import (
     HARDWARE_HELP,
     add_block_rule_arguments,
@@ -30,8 +30,9 @@ def add_plan_arguments(parser, grid=False):
     ``grid`` (``kvlab plan``'s) the CPU budget is a list, per GPU or per node."""
     add_workload_arguments(parser)
     model = parser.add_argument_group("model")
-    parser.inputs.append("model_config")
-    model.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
+    model.add_argument(
+        "--model-config", required=True, type=input_file, metavar="FILE", help="the model's Hugging Face config.json"
+    )
     model.add_argument(
         "--tp",
         type=argument(whole_number(1, 2**20)),
@@ -152,7 +153,8 @@ def one_or_list(values):
 
 
 def execute(args, parser):
-    from kvlab.sizing.plan import table
+    from kvlab.api.common import _flag
+    from kvlab.sizing.plan import grid_table, table
     from kvlab.util.files import dump_json
 
     keys = [key for key in (*PLAN_FLAGS, *plans.PLAN_SETTINGS, "max_memory") if key not in plans.HARDWARE_SETTINGS]
@@ -162,7 +164,13 @@ def execute(args, parser):
     if isinstance(result, plans.Plan):
         return Outputs(stdout=table(result.to_dict()) if args.format == "table" else result.text)
     documents = result.to_dict()  # a grid: one plan per budget, in the order given
-    return Outputs(stdout="\n".join(map(table, documents)) if args.format == "table" else dump_json(documents))
+    if args.format == "json":
+        return Outputs(stdout=dump_json(documents))
+    labels = [
+        " ".join(f"{_flag(axis)} {value}" for axis, value in zip(result.axes, point, strict=True))
+        for point in result.points
+    ]
+    return Outputs(stdout=grid_table(documents, result.to_frame().to_dict("records"), labels))
 
 
 def main(argv, prog):

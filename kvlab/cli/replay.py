@@ -2,9 +2,6 @@
 on stdout, and with ``--per-request FILE`` one CSV row per request. On a terminal a progress bar shows on
 stderr for replays longer than a second; it never reaches stdout or a log file."""
 
-import os
-import sys
-
 from kvlab.api import replays
 from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cli.base import Outputs, Parser, run, summary
@@ -16,6 +13,7 @@ from kvlab.cli.flags import (
     workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
+from kvlab.util import progress
 
 
 def build_parser(prog):
@@ -61,23 +59,7 @@ def add_cache_arguments(cache, gpu_help="GPU room in tokens", required=True):
     add_cache_policy_arguments(cache)
 
 
-DELAY = "KVLAB_PROGRESS_DELAY"  # seconds before a bar shows (default 1: a quick command shows none)
-
-
-def progress_bar(total, stream=None, delay=None):
-    """A tqdm bar on ``stream`` (stderr) only when it is a terminal (tqdm is imported only then); else None."""
-    stream = sys.stderr if stream is None else stream
-    if not getattr(stream, "isatty", lambda: False)():
-        return None
-    from tqdm import tqdm
-
-    if delay is None:
-        try:
-            delay = max(0.0, float(os.environ.get(DELAY, "1")))
-        except ValueError:
-            delay = 1.0
-
-    return tqdm(total=total or None, unit="req", file=stream, delay=delay, leave=False, dynamic_ncols=True)
+progress_bar = progress.progress_bar  # kvlab/util/progress.py (kvlab measure's and kvlab ttft's too)
 
 
 footprint = replays.replay_footprint  # what a replay holds (kvlab/util/memory.py)

@@ -10,7 +10,7 @@ from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_argument(
+    parser.add_input(
         "--config",
         help="a config file whose values override config.yaml's (Snakemake's --configfile); default: config.yaml alone",
     )

@@ -21,6 +21,6 @@ def main(argv, prog):
     def call():
         args = parse(argv, prog)
         result = lab.run(args.gpu, args.cpu, args.docs, args.tokens, args.passes, args.write_policy)
-        return 0 if emit(json.dumps(result, indent=2) + "\n") else 1
+        return 0 if emit(json.dumps(result, indent=2) + "\n", prog) else 1
 
     return exit_code(call)

@@ -15,7 +15,7 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.replay import add_cache_arguments
 from kvlab.cli.types import number_in
-from kvlab.engine.arrivals import Arrivals
+from kvlab.engine.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
 from kvlab.engine.settings import GENERATED_BLOCKS, SCHEDULERS, EngineSettings
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.workloads import any_int, whole_number
@@ -66,11 +66,11 @@ def build_parser(prog):
             help=ENGINE_HELP[setting.name],
         )
     arrivals = parser.add_argument_group("arrivals (one of; default: the trace's clock)")
-    positive = argument(number_in(1e-12, 1e12, "a positive number"))
-    arrivals.add_argument("--speedup", type=positive, help="the trace's timestamps divided by this")
-    arrivals.add_argument("--rate", type=positive, help="Poisson arrivals, requests per second")
-    arrivals.add_argument("--clients", type=argument(whole_number(1, 10**6)), help="closed-loop clients")
-    arrivals.add_argument("--seed", type=argument(any_int), default=0, help="the Poisson draw's seed (default 0)")
+    paced, within = argument(pace), f"{PACE[0]:g} to {PACE[1]:g}"
+    arrivals.add_argument("--speedup", type=paced, help=f"the trace's timestamps divided by this ({within})")
+    arrivals.add_argument("--rate", type=paced, help=f"Poisson arrivals, requests per second ({within})")
+    arrivals.add_argument("--clients", type=argument(whole_number(1, MAX_CLIENTS)), help="closed-loop clients")
+    arrivals.add_argument("--seed", type=argument(any_int), help="the Poisson draw of --rate's seed (default 0)")
     add_hardware_arguments(parser, skip=DISK_HARDWARE)
     add_workload_arguments(parser)
     add_memory_argument(parser)
@@ -83,16 +83,26 @@ def build_parser(prog):
     return parser
 
 
-def execute(args, parser):
+def settings_of(args):
+    """kvlab.simulate's keywords from the flags (the files to write aside)."""
     names = ("gpu_tokens", "cpu_tokens", "block_tokens", *simulates.CACHE_RULES, "max_memory")
     names += tuple(field.name for field in dataclasses.fields(EngineSettings))
     names += tuple(field.name for field in dataclasses.fields(Arrivals))
     from kvlab.latency.hardware import settings_names
 
     settings = {name: getattr(args, name) for name in (*names, *settings_names()) if hasattr(args, name)}
+    return {"workload": args.workload, **workload_options(args), **settings}
+
+
+def prepare(args):
+    """``kvlab config``'s check of a job's flags: every setting checked as :func:`execute` checks it, nothing run."""
+    simulates.simulate(**settings_of(args), per_request=args.per_request is not None, dry_run=True)
+
+
+def execute(args, parser):
     kept = {"per_request": args.per_request, "percentiles": args.percentiles}
     wanted = {name: path is not None for name, path in kept.items()}
-    result = simulates.simulate(workload=args.workload, **workload_options(args), **settings, **wanted)
+    result = simulates.simulate(**settings_of(args), **wanted)
     files = {path: getattr(result, name) for name, path in kept.items() if path is not None}
     return Outputs(files, result.text)
 

@@ -11,8 +11,7 @@ FORMATS = ("json", "table")
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.inputs.append("model_config")
-    parser.add_argument("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
+    parser.add_input("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
     parser.add_argument(
         "--tp", type=argument(whole_number(1, 2**20)), default=1, help="tensor-parallel ranks (default 1)"
     )

@@ -14,6 +14,10 @@ per access; ``kvlab/curves/mrc.py`` chooses.
 import numpy as np
 from numba import njit
 
+from kvlab.util.kernels import discard_damaged
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
+
 __all__ = ["equal_sizes", "levels"]
 
 

@@ -30,9 +30,11 @@ from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks, choose
 from kvlab.curves.equal_sizes import equal_sizes, levels
 from kvlab.curves.stack_distance import INFINITY, _grow, last_positions, presence_intervals
 from kvlab.loop import ratio
-from kvlab.util.kernels import compiled
+from kvlab.util.kernels import compiled, discard_damaged
 from kvlab.util.memory import Footprint
 from kvlab.workloads.stream import load, requests_of, round_sums
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
 
 __all__ = ["FOOTPRINT", "Curve", "lru_curve", "tier_curve"]
 
@@ -325,4 +327,6 @@ def curve_csv(curve, tier):
     table["token_hit_ratio"] = (
         ((table[f"{tier}_hit_tokens"] + int(curve.base.sum())) / inputs).round(6) if inputs else None
     )
-    return table.to_csv(index=False, lineterminator="\n")
+    from kvlab.util.files import frame_csv
+
+    return frame_csv(table)

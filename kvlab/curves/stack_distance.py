@@ -19,6 +19,10 @@ the class decide, and each query costs O(classes x log n).
 import numpy as np
 from numba import njit
 
+from kvlab.util.kernels import discard_damaged
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
+
 __all__ = ["INFINITY", "last_positions", "presence_intervals"]
 
 INFINITY = np.int64(2**62)  # the end of an interval that never ends

@@ -61,6 +61,11 @@ class _Arrays:
         self.F[K.FIRST] = self.F[K.LAST] = np.nan
         for index, value in settings.items():
             self.S[index] = value
+        # max_num_seqs as the loop sees it: at most the slots (requests in flight), which bounds the requests running
+        # just as well (a waiting request takes a slot too) and the events the loop keeps room for (room_for_events),
+        # so that --max-num-seqs 10**8 sizes nothing by 10**8
+        self.max_seqs = settings[K.MAX_SEQS]
+        self.S[K.MAX_SEQS] = 0
         for name in ("C_HEAD", "C_TAIL", "CPU_HEAD", "CPU_TAIL"):
             self.S[getattr(K, name)] = K.NONE
         self.ids = 0
@@ -122,6 +127,7 @@ class _Arrays:
         S[K.FREE_N] = len(fresh) + len(free)
         self.SCH, self.Q, self.QA = self._grown(self.SCH, size), self._grown(self.Q, size), self._grown(self.QA, size)
         self.slots = size
+        S[K.MAX_SEQS] = min(self.max_seqs, size)
         self.room_for_events(2 * size + S[K.MAX_SEQS] + 16)
 
     def room_for_events(self, count):
@@ -235,10 +241,13 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
                 place = state._grown(place, max(int(keys.max()) + 1, 2 * len(place)), -1)
             nkeys = np.minimum(counts, tokens // block)
             prompt, state.ids = K.number_blocks(keys, counts, nkeys, place, state.ids)
+            # A request longer than the pool with its output is refused as it arrives (kernel._arrive): it numbers no
+            # generated blocks and looks nothing up, so that --output-tokens 10**9 sizes nothing by it.
+            fits = (tokens + outputs - 1 + block - 1) // block <= gpu_blocks
             generated = np.maximum(0, (tokens + outputs) // block - nkeys + 1) if given[K.KEEP] else 0 * nkeys
+            generated = np.where(fits, generated, 0)
             genbase = state.ids + np.cumsum(generated) - generated
             state.ids += int(generated.sum())
-            state.room_for_ids(state.ids)
             # the arena: the keys of the requests still in flight, then this batch's
             live = state.live_offset()
             base = S[K.ARENA_BASE]
@@ -249,12 +258,6 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
             state.fed_arrival = arrival
             state.fed_ints = np.stack((tokens, outputs, nkeys, offsets, genbase), axis=1).astype(np.int64)
             S[K.CURSOR], S[K.FED] = 0, len(tokens)
-            alive = state.slots - S[K.FREE_N]
-            state.room_for_slots(alive + len(tokens))
-            if requests + len(tokens) > len(state.OUTF):  # a row per request that may finish
-                state.OUTF = state._grown(state.OUTF, max(requests + len(tokens), 2 * len(state.OUTF)))
-                state.OUTI = state._grown(state.OUTI, len(state.OUTF))
-            state.room_for_lookups(int(((tokens + outputs) // block).max(initial=0)) + 2, cost)
             requests += len(tokens)
             accesses += int(counts.sum())
             footprint = Footprint(
@@ -262,7 +265,14 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
                 request=FOOTPRINT.request + (ROW_BYTES if per_request else 0),
                 fixed=meter.footprint.fixed + 8 * (len(state.arena) + len(state.KB)),
             )
-            meter.check(accesses, requests, state.ids, workload.read_fraction, footprint)
+            meter.check(accesses, requests, state.ids, workload.read_fraction, footprint)  # before the arrays grow
+            state.room_for_ids(state.ids)
+            alive = state.slots - S[K.FREE_N]
+            state.room_for_slots(alive + len(tokens))
+            if requests > len(state.OUTF):  # a row per request that may finish
+                state.OUTF = state._grown(state.OUTF, max(requests, 2 * len(state.OUTF)))
+                state.OUTI = state._grown(state.OUTI, len(state.OUTF))
+            state.room_for_lookups(int(((tokens + outputs) // block)[fits].max(initial=0)) + 2, cost)
         elif code == K.NEED_PRICES:
             for j, (tokens, cached) in enumerate(state.Q[: S[K.N_QUERIES]].tolist()):
                 state.QA[j] = cost.prefill_ms(tokens, cached)
@@ -300,6 +310,9 @@ def _batches(workload, settings, arrivals, np):
             raise KvlabError(NO_OUTPUTS)
         else:
             output = np.maximum(1, np.asarray(outputs, dtype=np.int64))
+        if not settings.chunked_prefill:  # the first request no step could compute (Engine._arrive's check)
+            for i in np.flatnonzero(columns.tokens + output - 1 > settings.max_num_batched_tokens)[:1].tolist():
+                settings.check_sequence(number + i + 1, int(columns.tokens[i]), int(output[i]))
         if draw is not None:
             times = np.empty(count)
             for i in range(count):

@@ -20,7 +20,9 @@ import math
 import numpy as np
 from numba import njit
 
-from kvlab.util.ahead import ahead
+from kvlab.util.kernels import discard_damaged
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
 
 # What a call returns (S[CODE] holds it, with details in S).
 DONE, NEED_REQUESTS, NEED_PRICES, NEED_ROOM, STUCK, THRASH, UNSERVED = range(7)
@@ -157,7 +159,6 @@ def set_price(S, PK, PV, key, value):
     PV[slot] = value
 
 
-@ahead("void(int64[::1], int64[::1], float64[::1], int64[:, ::1], float64[::1], int64[:, ::1], float64[::1])")
 @njit(cache=True)
 def known_prices(S, PK, PV, chunks, chunk_ms, steps, step_ms):
     """The table filled with prices known before the run: ``chunks`` (tokens, cached) and ``steps`` (batch, mean
@@ -168,7 +169,6 @@ def known_prices(S, PK, PV, chunks, chunk_ms, steps, step_ms):
         set_price(S, PK, PV, decode_key(steps[i, 0], steps[i, 1]), step_ms[i])
 
 
-@ahead("void(int64[::1], int64[::1], float64[::1], int64[::1], float64[::1])")
 @njit(cache=True)
 def moved_prices(S, PK, PV, NK, NV):
     """The table's prices in the larger ``NK``, ``NV`` (``S[PRICE_SHIFT]`` already theirs)."""
@@ -193,10 +193,6 @@ def decode_key(batch, mean):
     return (1 << 62) | (batch << 32) | mean
 
 
-@ahead(  # keys: a trace's own ids (an Interner's, int32) or ids cut from its blocks (int64)
-    "Tuple((int64[::1], int64))(int32[::1], int64[::1], int64[::1], int64[::1], int64)",
-    "Tuple((int64[::1], int64))(int64[::1], int64[::1], int64[::1], int64[::1], int64)",
-)
 @njit(cache=True)
 def number_blocks(keys, counts, nkeys, place, ids):
     """The run's ids of each request's first ``nkeys`` keys (``place[key]``; a key not seen before takes the next id,
@@ -505,13 +501,6 @@ def _copy(S, F, copy_ms, link, blocks):
     return start + seconds
 
 
-@ahead(  # int64(the arguments below, in order)
-    "int64(int64[::1], float64[::1], int64[:, ::1], float64[:, ::1], int32[:, ::1], int32[:, ::1],"  # S F R RF P C
-    "int64[::1], float64[::1], int64[:, ::1], int64[::1],"  # arena fed_arrival fed_ints W
-    "int64[::1], int64[::1], int64[::1], float64[::1], int64[:, ::1], int64[::1], int64[::1], int64[::1],"  # RUN-KB
-    "float64[:, ::1], int64[:, ::1], int64[::1], float64[::1], float64[::1],"  # OUTF OUTI PK PV copy_ms
-    "int64[::1], int64[:, ::1], int64[:, ::1], float64[::1])"  # SCR SCH Q QA
-)
 @njit(cache=True)
 def run(
     S,

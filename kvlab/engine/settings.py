@@ -48,6 +48,22 @@ class EngineSettings:
         if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
             raise SettingError(f"argument --gpu-memory-utilization: expected a number in (0, 1], got {utilization!r}")
 
+    def check_sequence(self, number, tokens, output):
+        """SettingError when request ``number`` (from 1), ``tokens`` of prompt and ``output`` tokens, is longer at its
+        longest (recomputed after a preemption) than a step's budget while chunked prefill is off: no step could ever
+        compute it. vLLM refuses such a budget at start (``vllm/config/scheduler.py``
+        ``SchedulerConfig.verify_max_model_len``: max_num_batched_tokens below max_model_len without chunked
+        prefill); a trace's lengths are known as it is read, so here the first such request stops the run."""
+        longest = tokens + output - 1
+        if self.chunked_prefill or longest <= self.max_num_batched_tokens:
+            return
+        raise SettingError(
+            f"request {number}: its prompt of {tokens} tokens and {output} of output need steps of up to {longest}"
+            f" tokens, more than --max-num-batched-tokens {self.max_num_batched_tokens}, and with --no-chunked-prefill"
+            " a step computes a prompt whole (vLLM refuses a budget below its model length so, at start): give a"
+            " larger --max-num-batched-tokens or leave chunked prefill on"
+        )
+
     def describe(self):
         return {field.name: getattr(self, field.name) for field in fields(self)}
 

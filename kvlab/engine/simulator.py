@@ -232,6 +232,7 @@ class Engine:
         output = self.settings.output_tokens or timed.output_tokens
         if output is None:
             raise KvlabError(NO_OUTPUTS)
+        self.settings.check_sequence(self.numbered + 1, timed.tokens, max(1, output))
         request = Request(self.numbered, when, timed.keys, timed.tokens, max(1, output), self.block, client)
         self.numbered += 1
         stats = self.stats

@@ -127,6 +127,14 @@ class HardwareSettings:
                 return "--" + name.replace("_", "-")
         return None
 
+    def roofline_flag(self):
+        """The first of the roofline's factors (:data:`ROOFLINE_FACTORS`) given away from its default, or None: the
+        database's kernels are measured, so a factor means nothing where it prices."""
+        for name in ROOFLINE_FACTORS:
+            if getattr(self, name) != DEFAULTS[name]:
+                return "--" + name.replace("_", "-")
+        return None
+
     def efficiencies(self):
         return roofline.Efficiency(self.efficiency, self.memory_efficiency, self.overhead_ms)
 
@@ -134,7 +142,9 @@ class HardwareSettings:
         return HardwareSettings(**{**asdict(self), **changes})
 
 
-DISK_DEFAULTS = {setting.name: setting.default for setting in fields(HardwareSettings) if setting.name in DISK_HARDWARE}
+DEFAULTS = {setting.name: setting.default for setting in fields(HardwareSettings)}
+DISK_DEFAULTS = {name: DEFAULTS[name] for name in DISK_HARDWARE}
+ROOFLINE_FACTORS = ("efficiency", "memory_efficiency", "overhead_ms", "all_reduce")  # what prices the roofline only
 
 
 def no_disk_pricing(settings, where):
@@ -170,11 +180,24 @@ class HardwareModel:
         self.system = read_system(settings.gpu_system)
         try:
             kv = read_model_config(settings.model_config)
+        except ModelConfigError as error:
+            raise SettingError(f"--model-config: {error}") from None
+        try:  # the engines' split of the heads (kvlab/sizing/model_size.py KVShape.heads_per_gpu)
+            kv.heads_per_gpu(settings.tp)
+        except ValueError as error:
+            raise SettingError(f"--tp: {error}") from None
+        try:
             self.bytes_per_token = kv.bytes_per_token(settings.tp, settings.kv_dtype, windows=True)
-        except (ModelConfigError, ValueError) as error:
+        except ValueError as error:
             raise SettingError(f"--model-config: {error}") from None
         self.layers = kv.layers + kv.window_layers or 1
         self.database, why = self._database(settings)
+        factor = settings.roofline_flag() if self.database is not None else None
+        if factor is not None:
+            raise SettingError(
+                f"argument {factor}: a factor of the roofline, and the kernel database prices this setting (measured"
+                " kernels): give --latency-source roofline to price with the roofline"
+            )
         self.shape = None
         if self.database is None:
             try:

@@ -12,7 +12,6 @@ import functools
 import importlib.util
 import io
 import json
-import math
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -82,6 +81,28 @@ class System:
         }
 
 
+# A system file's figures, (lowest, highest, unit): from a slow CPU's to far past any GPU's. A figure outside is not
+# a machine's (a slip of the exponent), and would price nothing a float can hold: 1e-300 FLOP/s overflows every time.
+FIGURES = {
+    **dict.fromkeys(("bfloat16_tc_flops", "fp8_tc_flops"), (1e6, 1e18, "FLOP/s")),
+    **dict.fromkeys(("mem_bw", "pcie_bw", "intra_node_bw"), (1e6, 1e15, "bytes/s")),
+    **dict.fromkeys(("mem_capacity", "other_mem"), (1e6, 1e15, "bytes")),
+    "p2p_latency": (1e-9, 1, "seconds"),
+}
+
+
+def line_of(path, *keys):
+    """``:LINE`` of ``keys`` in the YAML file ``path`` (of its deepest parent there), or "" where it cannot say."""
+    import yaml
+
+    from kvlab.util.files import line_of as found
+
+    try:
+        return f":{found(yaml.compose(path.read_text(encoding='utf-8')), keys)}"
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+
+
 def read_system(name):
     """The :class:`System` of an aiconfigurator-core system name (``h100_sxm``) or of a YAML file of the same
     fields; SettingError naming the file and field when it is not one."""
@@ -115,8 +136,13 @@ def read_system(name):
         value = block.get(key)
         if value is None and optional:
             return 0.0
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise SettingError(f"{path.as_posix()}: {label}.{key} must be a positive number, got {shown(value)}")
+        low, high, unit = FIGURES[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            line = line_of(path, label, key)
+            raise SettingError(
+                f"{path.as_posix()}{line}: {label}.{key} must be a number of {unit} from {low:g} to {high:g},"
+                f" got {shown(value)}"
+            )
         return float(value)
 
     misc = document.get("misc")

@@ -262,7 +262,7 @@ def budget_rows(model, workload, gpu_tokens, per_token, budgets, write_policy, b
 def model_identity(model_config):
     """What makes two config.json files the same model for a TTFT fit: its KV shape and its width, depth and
     vocabulary (its name is only for messages)."""
-    from dataclasses import asdict
+    from dataclasses import fields
 
     from kvlab.sizing.model_size import read_model_config
 
@@ -270,7 +270,9 @@ def model_identity(model_config):
     text = config.get("text_config") if "num_hidden_layers" not in config else None
     config = {**config, **text} if isinstance(text, dict) else config
     widths = {key: config.get(key) for key in ("hidden_size", "intermediate_size", "vocab_size")}
-    return {"name": Path(model_config).parent.name, **asdict(read_model_config(model_config)), **widths}
+    shape = read_model_config(model_config)
+    kv = {field.name: getattr(shape, field.name) for field in fields(shape) if field.compare}  # what sizes the KV
+    return {"name": Path(model_config).parent.name, **kv, **widths}
 
 
 def setting_document(docs, tokens, configs, passes, server=None, fit_docs=None):

@@ -13,7 +13,7 @@ forever; the body is read chunk by chunk against a deadline instead.
 Every failure is a :class:`ServerError` whose message is one line naming the URL and what went wrong. A message
 never shows what the server sent (a server may echo the request's headers) and is formed in one place,
 :meth:`Server.error`, which also blanks out the credentials (the API key, the password of the URL) wherever they
-appear; the URL is shown with its password replaced by ``***``.
+appear; the URL is shown with its password (and a mistyped one's query values and fragment) replaced by ``***``.
 """
 
 import base64
@@ -33,6 +33,7 @@ TOKENIZERS = (  # (path, the body for a text)
     ("/extras/tokenize", lambda model, text: {"input": text, "model": model}),
 )
 HIDDEN = "***"
+QUERY_FIELD = re.compile(r"[^&;]+")  # a field of a query: NAME=VALUE, or a bare value
 LINE_END = re.compile(rb"\r\n|\r|\n")  # SSE's line ends
 LARGEST = 64 * 2**20  # bytes of a tokenize answer or a stream's line (a million token ids take some 8 MiB)
 
@@ -42,21 +43,31 @@ class ServerError(ValueError):
 
 
 def masked(url):
-    """``url`` with its password (or a lone user name, which may be a token) replaced by ``***``. Text that is
-    not a valid URL too, so that a mistyped one can be shown: all before its last ``@`` is then taken for the user
-    information, which hides a password however it is written (a ``/`` or ``#`` in it, no scheme)."""
+    """``url`` with its password (or a lone user name, which may be a token), each value of its query (``?key=``)
+    and its fragment replaced by ``***``. Text that is not a valid URL too, so that a mistyped one can be shown: all
+    before its last ``@`` is then taken for the user information, which hides a password however it is written (a
+    ``/`` or ``#`` in it, no scheme)."""
     scheme, sep, rest = url.partition("://")
     head, rest = (scheme + sep, rest) if sep else ("", url)
-    if _problem(url) is None:
+    if _problem(url) is None:  # a base URL: no query, no fragment
         netloc = urllib.parse.urlsplit(url).netloc  # what follows the "://"
         if "@" not in netloc:
             return url
         userinfo, _, host = netloc.rpartition("@")
         return f"{head}{_hidden(userinfo)}@{host}{rest[len(netloc) :]}"
-    if "@" not in rest:
-        return url
-    userinfo, _, tail = rest.rpartition("@")
-    return f"{head}{_hidden(userinfo)}@{tail}"
+    if "@" in rest:
+        userinfo, _, rest = rest.rpartition("@")
+        head = f"{head}{_hidden(userinfo)}@"
+    rest, hash_, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    query = QUERY_FIELD.sub(lambda field: _hidden_value(field[0]), query)
+    return f"{head}{rest}{question}{query}{hash_}{HIDDEN if fragment else ''}"
+
+
+def _hidden_value(field):
+    """``name=***`` for a query's ``name=value``; ``***`` for a bare value."""
+    name, equals, _ = field.partition("=")
+    return f"{name}={HIDDEN}" if equals else HIDDEN
 
 
 def _hidden(userinfo):

@@ -7,7 +7,7 @@ order of the files (the grid order) and adds the cache settings in front of each
 from pathlib import Path
 
 from kvlab.loop import COUNTERS, figures
-from kvlab.util.files import read_json, shown
+from kvlab.util.files import frame_csv, read_json, shown
 from kvlab.util.numbers import MAX_WHOLE
 
 __all__ = ["COLUMNS", "table_csv", "table_rows"]
@@ -55,4 +55,4 @@ def figures_of(one, path):
 def table_csv(points):
     import pandas as pd
 
-    return pd.DataFrame(table_rows(points), columns=list(COLUMNS)).to_csv(index=False, lineterminator="\n")
+    return frame_csv(pd.DataFrame(table_rows(points), columns=list(COLUMNS)))

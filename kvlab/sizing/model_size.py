@@ -10,6 +10,7 @@ replicates a head when there are more GPUs than KV heads), and its own share of 
 0.1299 of them.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -91,6 +92,7 @@ class KVShape:
     state_conv: int = 0  # per layer per request: the convolution's last inputs
     state_ssm: int = 0  # per layer per request: the SSM or delta-rule state
     ssm_dtype: str = ""  # the SSM state's dtype where the config names one (mamba_ssm_cache_dtype), else the model's
+    heads: int = dataclasses.field(default=0, compare=False)  # num_attention_heads (0: unread): split tp, size none
 
     @property
     def standard(self):
@@ -102,11 +104,11 @@ class KVShape:
         vector every rank holds whole."""
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp!r}")
-        if self.latent:
-            return 1
-        if self.kv_heads % tp and tp % self.kv_heads:
+        if not self.latent and self.kv_heads % tp and tp % self.kv_heads:
             raise ValueError(f"{self.kv_heads} KV heads do not split over tp {tp}")
-        return max(1, self.kv_heads // tp)
+        if self.heads % tp:  # vLLM's ModelConfig.verify_with_parallel_config (vllm/config/model.py)
+            raise ValueError(f"{self.heads} attention heads do not split over tp {tp}")
+        return 1 if self.latent else max(1, self.kv_heads // tp)
 
     def element_bytes(self, kv_dtype="auto"):
         """Bytes of one cached element: ``kv_dtype``'s, or with ``auto`` the checkpoint's, served in 16 bits when
@@ -316,8 +318,16 @@ def read_model_config(path):
     if config.get("kv_lora_rank") is not None:  # multi-head latent attention (DeepSeek-V2/V3, Kimi K2, GLM-5)
         latent = field("kv_lora_rank") + field("qk_rope_head_dim")
         indexer = field("index_head_dim") if config.get("index_head_dim") is not None else 0  # DeepSeek-V3.2
+        heads = field("num_attention_heads") if config.get("num_attention_heads") is not None else 0
         return KVShape(
-            layers, 1, latent, dtype, latent=True, indexer_layers=layers if indexer else 0, indexer_dim=indexer
+            layers,
+            1,
+            latent,
+            dtype,
+            latent=True,
+            indexer_layers=layers if indexer else 0,
+            indexer_dim=indexer,
+            heads=heads,
         )
     heads = field("num_attention_heads")
     kv_heads = heads  # no num_key_value_heads: every attention head has its own KV (multi-head attention)
@@ -356,6 +366,7 @@ def read_model_config(path):
         state_conv=state[0],
         state_ssm=state[1],
         ssm_dtype=ssm_dtype or "",
+        heads=heads,
     )
 
 

@@ -37,7 +37,7 @@ from kvlab.loop import ratio, replay
 from kvlab.sizing.engines import disk_settings, effective_bytes, engine_settings
 from kvlab.sizing.model_size import gib, no_tokens, tokens_in
 
-__all__ = ["Planner", "model_name", "plan", "plan_cache", "plan_rooms", "table"]
+__all__ = ["Planner", "grid_table", "model_name", "plan", "plan_cache", "plan_rooms", "table"]
 
 INCLUSIVE = ("write-through", "selective")  # the CPU keeps copies of blocks the GPU stores
 
@@ -402,29 +402,11 @@ def table(result):
     """The plan for people: the setting, the rounds, the budgets."""
     import pandas as pd
 
-    model, cache = result["model"], result["cache"]
-    lines = [
-        f"model: {model['layers']} layers x {model['kv_heads_per_gpu']} KV heads per GPU x head dim {model['head_dim']}"
-        f" x {model['dtype']} = {model['bytes_per_token']:,} bytes per token (tp {model['tp']});"
-        f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gib']} GiB"
-        + (
-            f" (the replay's unit; the trace is hashed in {cache['trace_block_tokens']}-token blocks)"
-            if "trace_block_tokens" in cache
-            else ""
-        ),
-        f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gib']} GiB);"
-        f" CPU: {cache['cpu_gib']} GiB = {cache['cpu_tokens']:,} tokens"
-        + (
-            f" ({cache['cpu_gib_per_node']} GiB per node over its {cache['ranks_per_node']} ranks)"
-            if "cpu_gib_per_node" in cache
-            else ""
-        )
-        + f"; {cache['write_policy']}, LRU"
-        + (f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""),
-        "",
-    ]
-    if "disk_tokens" in cache:
-        lines.insert(2, f"disk: {cache['disk_gib']} GiB = {cache['disk_tokens']:,} tokens, below the CPU, LRU")
+    cache = result["cache"]
+    rooms = room_parts(cache)
+    lines = [model_line(result), "; ".join([rooms["gpu"], rooms["cpu"], rules_part(cache)]), ""]
+    if "disk" in rooms:
+        lines.insert(2, f"{rooms['disk']}, below the CPU, LRU")
     rows = pd.DataFrame([*result["rounds"], {**result, "round": "all"}])
     disk = ["disk_hit_tokens"] if "disk_tokens" in cache else []
     rows = rows[
@@ -441,7 +423,59 @@ def table(result):
     ]
     lines.append(rows.to_string(index=False))
     lines.append("")
-    for tier in ("cpu", "disk") if disk else ("cpu",):
+    lines += budget_lines(result)
+    lines += [f"note: {note}" for note in result.get("notes", [])]
+    if "engine" in result:
+        lines += engine_lines(result["engine"])
+    if "ttft" in result:
+        lines += ttft_lines(result["ttft"])
+    if "load" in result:
+        lines += load_lines(result["load"])
+    return "\n".join(lines) + "\n"
+
+
+def model_line(result):
+    """The model and its chunk for people."""
+    model, cache = result["model"], result["cache"]
+    return (
+        f"model: {model['layers']} layers x {model['kv_heads_per_gpu']} KV heads per GPU x head dim {model['head_dim']}"
+        f" x {model['dtype']} = {model['bytes_per_token']:,} bytes per token (tp {model['tp']});"
+        f" a chunk of {cache['chunk_tokens']} tokens is {cache['chunk_gib']} GiB"
+        + (
+            f" (the replay's unit; the trace is hashed in {cache['trace_block_tokens']}-token blocks)"
+            if "trace_block_tokens" in cache
+            else ""
+        )
+    )
+
+
+def room_parts(cache):
+    """Each tier's room for people: ``gpu``, ``cpu`` (a node's share where the budget was the node's), ``disk``."""
+    parts = {
+        "gpu": f"GPU: {cache['gpu_tokens']:,} tokens ({cache['gpu_gib']} GiB)",
+        "cpu": f"CPU: {cache['cpu_gib']} GiB = {cache['cpu_tokens']:,} tokens"
+        + (
+            f" ({cache['cpu_gib_per_node']} GiB per node over its {cache['ranks_per_node']} ranks)"
+            if "cpu_gib_per_node" in cache
+            else ""
+        ),
+    }
+    if "disk_tokens" in cache:
+        parts["disk"] = f"disk: {cache['disk_gib']} GiB = {cache['disk_tokens']:,} tokens"
+    return parts
+
+
+def rules_part(cache):
+    """How the tiers are filled and emptied, for people."""
+    return f"{cache['write_policy']}, LRU" + (
+        f"; window layers: {cache['window_rule']}" if "window_rule" in cache else ""
+    )
+
+
+def budget_lines(result):
+    """The budgets for people: full reuse (and the target) of the CPU, and of the disk at the plan's CPU room."""
+    lines = []
+    for tier in ("cpu", "disk") if "disk_tokens" in result["cache"] else ("cpu",):
         full = result[f"{tier}_tokens_for_full_reuse"]
         most = result["max_token_hit_ratio" if tier == "cpu" else "disk_max_token_hit_ratio"]
         at, shown = ("", "CPU") if tier == "cpu" else (" at this CPU room", "disk")
@@ -457,61 +491,169 @@ def table(result):
                 else f"{result[f'{tier}_gib_for_target']} GiB of {shown} ({found:,} tokens)"
             )
             lines.append(f"hit ratio {result['target_hit_ratio']}{at}: {answer}")
-    lines += [f"note: {note}" for note in result.get("notes", [])]
-    if "engine" in result:
-        lines += engine_lines(result["engine"])
-    if "ttft" in result:
-        lines += ttft_lines(result["ttft"])
-    if "load" in result:
-        lines += load_lines(result["load"])
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def load_lines(load):
-    """The time under load for people: TTFT percentiles and throughput (kvlab simulate)."""
+def load_lines(load, figures=True):
+    """The time under load for people: TTFT percentiles and throughput (kvlab simulate); without ``figures`` only
+    what they are of (a grid's table has them)."""
     ttft = load["ttft_ms"]
     arrivals = ", ".join(f"{key} {value}" for key, value in load["arrivals"].items())
     return [
         "",
-        f"under load ({arrivals}; kvlab simulate, {load['latency_source']}):",
-        f"  TTFT p50 {ttft['p50']} ms, p90 {ttft['p90']} ms, p99 {ttft['p99']} ms;"
-        f" {load['requests_per_s']} requests/s, {load['output_tokens_per_s']} output tokens/s,"
-        f" {load['preemptions']} preemptions",
+        f"under load ({arrivals}; kvlab simulate, {load['latency_source']}):"
+        + ("" if figures else " the table's load"),
+        *(
+            [
+                f"  TTFT p50 {ttft['p50']} ms, p90 {ttft['p90']} ms, p99 {ttft['p99']} ms;"
+                f" {load['requests_per_s']} requests/s, {load['output_tokens_per_s']} output tokens/s,"
+                f" {load['preemptions']} preemptions"
+            ]
+            if figures
+            else []
+        ),
+        *([f"  note: {load['note']}"] if "note" in load else []),
     ]
 
 
-def ttft_lines(ttft):
-    """The predicted TTFT for people: p50 and p99 per round and in all, and what priced them."""
+def ttft_lines(ttft, rounds=True):
+    """The predicted TTFT for people: p50 and p99 per round and in all (without ``rounds``: a grid's table has
+    them), and what priced them."""
     latency = ttft["latency"]
     lines = [
         "",
         f"predicted TTFT per request ({latency['engine']} on {latency['gpu_system']}, tp {latency['tp']},"
-        f" {latency['latency_source']}):",
+        f" {latency['latency_source']}):" + ("" if rounds else " the table's, all rounds together"),
     ]
-    for row in [*ttft["rounds"], {**ttft["all"], "round": "all"}]:
+    for row in [*ttft["rounds"], {**ttft["all"], "round": "all"}] if rounds else []:
         lines.append(f"  {row['round']}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms")
     lines.append(f"  source: {latency['prefill']}; {latency['composition']}")
     return lines
 
 
-def engine_lines(engine):
-    """The engine's settings for people: what to paste, and what the host gives."""
+def setting_items(engine):
+    """The engine's setting, item by item: each export, each flag with its value (shell-quoted)."""
     import shlex
 
+    items = [f"export {name}={shlex.quote(value)}" for name, value in engine["environment"].items()]
+    flags = []
+    for word in engine["flags"]:
+        if flags and not word.startswith("-"):
+            flags[-1] += f" {shlex.quote(word)}"
+        else:
+            flags.append(shlex.quote(word))
+    return items + flags
+
+
+def engine_lines(engine, shared=None):
+    """The engine's settings for people: what to paste, and what the host gives; in a grid (``shared``: the items of
+    the setting every point has) the rest of the setting and the host's figures are the table's."""
+    items = setting_items(engine) if shared is None else shared
+    flags = [item for item in items if not item.startswith("export ")]
     lines = ["", f"{engine['engine']} {engine['version']}, per {engine['per']}:"]
-    lines += [f"  export {name}={shlex.quote(value)}" for name, value in engine["environment"].items()]
-    if engine["flags"]:
-        lines.append(f"  {shlex.join(engine['flags'])}")
+    lines += [f"  {item}" for item in items if item.startswith("export ")]
+    if flags:
+        lines.append(f"  {' '.join(flags)}")
     if engine.get("chunk_tokens") is not None:
         lines.append(f"  chunk (page) it is set to: {engine['chunk_tokens']} tokens")
-    lines.append(f"  host memory it allocates: {engine['host_ram_gib']} GiB")
-    if "cpu_tokens" in engine:
+    if shared is None:
+        lines.append(f"  host memory it allocates: {engine['host_ram_gib']} GiB")
+    if "cpu_tokens" in engine and shared is None:
         lines.append(
             f"  what it holds per GPU: {engine['cpu_gib_effective']} GiB = {engine['cpu_tokens']:,} tokens,"
             f" hit ratio {engine['token_hit_ratio']}"
         )
     lines += [f"  note: {note}" for note in engine["notes"]]
     return lines
+
+
+# (heading, the column of kvlab.plan's grid frame) of a grid's table, in order; a room (the first seven) is a column
+# where it changes, else said once above
+GRID_COLUMNS = (
+    ("GPU tokens", "gpu_tokens"),
+    ("GPU GiB", "gpu_gib"),
+    ("CPU GiB per node", "cpu_gib_per_node"),
+    ("CPU GiB", "cpu_gib"),
+    ("CPU tokens", "cpu_tokens"),
+    ("disk GiB", "disk_gib"),
+    ("disk tokens", "disk_tokens"),
+    ("from GPU", "gpu_hit_tokens"),
+    ("from CPU", "cpu_hit_tokens"),
+    ("from disk", "disk_hit_tokens"),
+    ("recomputed", "computed_tokens"),
+    ("hit ratio", "token_hit_ratio"),
+    ("TTFT p50 ms", "ttft.all.p50_ms"),
+    ("TTFT p99 ms", "ttft.all.p99_ms"),
+    ("load TTFT p50 ms", "load.ttft_ms.p50"),
+    ("load TTFT p99 ms", "load.ttft_ms.p99"),
+    ("requests/s", "load.requests_per_s"),
+    ("output tokens/s", "load.output_tokens_per_s"),
+    ("preemptions", "load.preemptions"),
+    ("host GiB", "engine.host_ram_gib"),
+)
+ROOMS = 7  # the rooms lead GRID_COLUMNS
+
+
+def grid_table(results, rows, labels):
+    """A grid of plans for people (``results``: each point's plan; ``rows``: its row of kvlab.plan's grid frame;
+    ``labels``: its flags): one table, a row per point (the rooms that change, the tokens from each tier, the hit
+    ratio, the TTFT alone and under load, the engine's host memory and the part of its setting that changes), and
+    the lines every point shares once; a line of some points only is said after each one's flags."""
+
+    def cell(value):
+        return "-" if value is None or value != value else str(value)  # NaN: a figure the point lacks
+
+    first, cache = results[0], results[0]["cache"]
+    rooms = [room_parts(result["cache"]) for result in results]
+    shared = [part for name, part in rooms[0].items() if all(parts.get(name) == part for parts in rooms)]
+    if "ranks_per_node" in cache and rooms[0]["cpu"] not in shared:
+        shared.append(f"CPU: per GPU, the node's over its {cache['ranks_per_node']} ranks")
+    lines = [
+        model_line(first),
+        "; ".join([*shared, rules_part(cache)]),
+        f"input: {first['input_tokens']:,} tokens in {len(first['rounds'])} rounds (each round's figures: --format"
+        " json)",
+        "",
+    ]
+    changes = [
+        (heading, key)
+        for number, (heading, key) in enumerate(GRID_COLUMNS)
+        if key in rows[0] and (number >= ROOMS or len({cell(row[key]) for row in rows}) > 1)
+    ]
+    columns = {heading: [cell(row[key]) for row in rows] for heading, key in changes}
+    items = [setting_items(result["engine"]) if "engine" in result else [] for result in results]
+    common = [item for item in items[0] if all(item in own for own in items)]
+    if any(len(own) > len(common) for own in items):
+        columns["setting"] = [" ".join(item for item in own if item not in common) or "-" for own in items]
+    widths = [max(map(len, [heading, *cells])) for heading, cells in columns.items()]
+    for row in zip(*([heading, *cells] for heading, cells in columns.items()), strict=True):
+        cells = [
+            text.ljust(width) if heading == "setting" else text.rjust(width)
+            for text, width, heading in zip(row, widths, columns, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    sections = [[*budget_lines(result), *(f"note: {note}" for note in result.get("notes", []))] for result in results]
+    lines += ["", *once(sections, labels)]
+    for key, lines_of in (
+        ("engine", lambda block: engine_lines(block, common)),
+        ("ttft", lambda block: ttft_lines(block, rounds=False)),
+        ("load", lambda block: load_lines(block, figures=False)),
+    ):
+        if key in first:
+            lines += once([lines_of(result[key]) for result in results], labels)
+    return "\n".join(lines) + "\n"
+
+
+def once(sections, labels):
+    """A section's lines that every point has, once (in the first point's order), then each point's own after its
+    label."""
+    common = [line for line in sections[0] if all(line in lines for lines in sections)]
+    return common + [
+        f"{line[: len(line) - len(line.lstrip())]}at {label}: {line.strip()}"
+        for label, lines in zip(labels, sections, strict=True)
+        for line in lines
+        if line not in common
+    ]
 
 
 def model_name(path):

@@ -3,7 +3,7 @@ never costs more than its limit, and every error is one line that names the file
 
 Inputs: a path, ``-`` for standard input, or a ``.gz`` file (decompressed as it streams). Outputs: written to
 temporary files beside their targets and renamed over them only when all are complete, with the mode the umask
-gives (not ``mkstemp``'s 0600).
+gives (not ``mkstemp``'s 0600); a write-protected file is not replaced.
 """
 
 import errno
@@ -21,10 +21,13 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_LINE_BYTES",
     "InputError",
+    "cell",
     "csv_text",
     "dump_json",
     "finite",
+    "frame_csv",
     "line_batches",
+    "line_of",
     "lines",
     "number_in",
     "number_text",
@@ -315,8 +318,22 @@ def dump_json(document):
         raise ValueError("a result is not a finite number (an input too large?)") from None
 
 
+FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")  # what a spreadsheet may read as a formula's start (OWASP)
+
+
+def cell(value):
+    """A CSV cell a spreadsheet shows and never runs (OWASP's "CSV Injection"): text starting as a formula would,
+    put behind a ``'``; a carriage return made a newline (Python's csv quotes a field holding a newline, not one
+    holding a lone carriage return, which readers take for the row's end: what follows would start a row of its
+    own). A number stays a number, a negative one too."""
+    if not isinstance(value, str):
+        return value
+    return ("'" if value.startswith(FORMULA) else "") + value.replace("\r", "\n")
+
+
 def csv_text(rows, columns):
-    """Rows (dicts) as CSV text with ``columns`` in order; a non-finite number is a ValueError."""
+    """Rows (dicts) as CSV text with ``columns`` in order, each cell as :func:`cell` makes it; a non-finite
+    number is a ValueError."""
     import csv
     import io
 
@@ -326,8 +343,15 @@ def csv_text(rows, columns):
     for row in rows:
         if not finite(row):
             raise ValueError("a result is not a finite number (an input too large?)")
-        writer.writerow(row)
+        writer.writerow({name: cell(value) for name, value in row.items()})
     return out.getvalue()
+
+
+def frame_csv(table):
+    """A pandas DataFrame as CSV text (pandas' writer, for a long table), its text cells as :func:`cell` makes
+    them."""
+    text = table.select_dtypes(include=["object", "string"]).columns
+    return table.assign(**{name: table[name].map(cell) for name in text}).to_csv(index=False, lineterminator="\n")
 
 
 def _mode():
@@ -335,6 +359,18 @@ def _mode():
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def check_writable(target):
+    """A PermissionError if ``target`` is a write-protected file (no write bit, or none this user has), as ``cp``
+    and a shell's ``>`` refuse it: a rename would replace it without its permission (root's too, against what its
+    mode says)."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), target)
 
 
 def special(path):
@@ -375,32 +411,57 @@ def write_together(texts):
     encoded = {path: text if isinstance(text, bytes) else text.encode("utf-8") for path, text in texts.items()}
     try:
         for path, data in encoded.items():
+            if not path:  # no file ("" would be renamed over the working folder)
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
             if os.path.isdir(path):  # a rename over a folder would fail after others were done: check first
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
             if special(path):
                 continue
             target = os.path.realpath(path)  # a link's target (a link to a missing file: that file)
+            check_writable(target)
             fd, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".kvlab-", suffix=".tmp")
-            written.append((temporary, target))
+            written.append((temporary, target, path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(temporary, mode)
         for path, data in encoded.items():
             if special(path):
                 write_in_place(path, data)
+        while written:  # a rename that fails leaves no temporary file behind
+            temporary, target, path = written[0]
+            os.replace(temporary, target)
+            written.pop(0)
     except OSError as error:
         _discard(written)
         raise OSError(error.errno, error.strerror, error.filename if error.filename in texts else path) from None
     except BaseException:
         _discard(written)
         raise
-    for temporary, target in written:
-        os.replace(temporary, target)
 
 
 def _discard(written):
-    for temporary, _ in written:
+    for temporary, *_ in written:
         try:
             os.unlink(temporary)
         except OSError:
             pass
+
+
+def line_of(root, path):
+    """The line of config key ``path`` (a tuple of keys and indexes) in the composed YAML, or of its deepest
+    existing parent."""
+    import yaml
+
+    node, line = root, root.start_mark.line + 1 if root is not None else None
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if k.value == str(key)]
+            if not found:
+                break
+            line, node = found[0][0].start_mark.line + 1, found[0][1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

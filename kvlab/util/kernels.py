@@ -12,12 +12,17 @@ compiling the same kernels at once.
 """
 
 import ast
+import contextlib
 import hashlib
+import io
+import os
+import pickle
+import pickletools
 import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["compiled", "copy_cache", "kernels"]
+__all__ = ["compiled", "copy_cache", "discard_damaged", "index_file", "kernels"]
 
 PACKAGE = Path(__file__).parents[1]  # kvlab/
 
@@ -75,14 +80,19 @@ def _cached_not_inlined(decorator):
     return settings.get("cache") is True and settings.get("inline") != "always"
 
 
+def index_file(path, name, line):
+    """Where numba keeps the index of the kernel ``name`` of the source file ``path``, its decorator at ``line``."""
+    return (
+        path.parent
+        / "__pycache__"
+        / f"{path.stem}.{name}-{line}.py{sys.version_info.major}{sys.version_info.minor}.nbi"
+    )
+
+
 def compiled(package=PACKAGE):
     """Whether the cache holds every kernel for its current source (so that no compile is due): each kernel's
     index file holds the SHA-256 of its source file, numba's stamp of it."""
-    python = f"py{sys.version_info.major}{sys.version_info.minor}"
-    found = [
-        (path, path.parent / "__pycache__" / f"{path.stem}.{name}-{line}.{python}.nbi")
-        for path, name, line in kernels(package)
-    ]
+    found = [(path, index_file(path, name, line)) for path, name, line in kernels(package)]
 
     def every_index_stamped():
         digests = {}
@@ -97,13 +107,58 @@ def compiled(package=PACKAGE):
 
 
 def copy_cache(source, target):
-    """Copy the compiled kernels of the package folder ``source`` (numba's cache, and the ahead-of-time module of
-    kvlab/util/ahead.py) into the same places under ``target`` (a copy of it), where they are missing."""
-    from kvlab.util.ahead import PREFIX
-
+    """Copy numba's cache of the package folder ``source`` into the same places under ``target`` (a copy of it),
+    where it is missing."""
     source, target = Path(source), Path(target)
-    for cached in [*source.rglob("__pycache__/*.nb[ic]"), *source.glob(f"__pycache__/{PREFIX}*")]:
+    for cached in source.rglob("__pycache__/*.nb[ic]"):
         copy = target / cached.relative_to(source)
         if copy.parent.parent.is_dir() and not copy.exists():
             copy.parent.mkdir(exist_ok=True)
             shutil.copy2(cached, copy)
+
+
+def discard_damaged(module):
+    """Remove the cache of each kernel of the module file ``module`` whose files are not whole pickles, so that
+    numba compiles it again rather than fail: numba tolerates a missing cache file ("Cache sharing" in its user
+    guide), but unpickles a truncated or garbage one unguarded (numba 0.68, ``numba/core/caching.py``'s
+    ``_load_index`` and ``_load_data``: a traceback). Both files are pickles (numba's "Notes on Caching"): an index
+    (``.nbi``, a few hundred bytes) is read opcode by opcode (:mod:`pickletools`, no object built); a data file
+    (``.nbc``, up to 400 KB of object code) only where a pickle starts and ends (its PROTO and STOP opcodes), so a
+    cut that happens to end on a STOP byte gets past: about 10 ms of CPU for kvlab simulate's three modules. Where
+    the cache cannot be removed (a read-only checkout), numba reads it as it would anyway."""
+    folder = Path(module).parent / "__pycache__"
+    kernels = {}  # a kernel's cache, as numba names it ("<module>.<kernel>-<line>.py311") -> its files
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if name.startswith(Path(module).stem + ".") and name.endswith((".nbi", ".nbc")):
+                kernel = name.rsplit(".", 2 if name.endswith(".nbc") else 1)[0]  # less ".nbi", or ".<n>.nbc"
+                kernels.setdefault(kernel, []).append(folder / name)
+    for files in kernels.values():
+        if not all(_whole_pickles(path) if path.suffix == ".nbi" else _framed(path) for path in files):
+            for path in files:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
+def _whole_pickles(path):
+    """Whether the file is one or more complete pickles, end to end."""
+    try:
+        data = path.read_bytes()
+        stream = io.BytesIO(data)
+        while stream.tell() < len(data):
+            for _ in pickletools.genops(stream):  # ValueError where a file ends early or holds no opcode
+                pass
+    except (OSError, ValueError):
+        return False
+    return bool(data)
+
+
+def _framed(path):
+    """Whether the file starts as a pickle of protocol 2 or later (PROTO) and ends as one (STOP)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(2)
+            file.seek(-1, os.SEEK_END)
+            return head[:1] == pickle.PROTO and 2 <= head[1] <= pickle.HIGHEST_PROTOCOL and file.read(1) == pickle.STOP
+    except (OSError, IndexError):
+        return False

@@ -113,6 +113,7 @@ class Meter:
         self.projected = max(self.projected, whole)
         if whole > self.limit:
             read = f"the {fraction:.0%} read so far" if fraction and fraction < 1 else f"{accesses:,} block accesses"
+            read = read if accesses or requests or keys else "its settings, before reading"
             raise MemoryLimitError(
                 f"this workload would need about {gib(whole)} of memory (judged by {read}), more than --max-memory"
                 f" {gib(self.limit)}: give it more with --max-memory, or read a part of the input"

@@ -1,7 +1,8 @@
 """The user's cache folder for what is slow to derive and safe to keep (``$KVLAB_CACHE``, else
 ``$XDG_CACHE_HOME/kvlab``, else ``~/.cache/kvlab``): entries keyed by a digest of everything they derive from, so a
 stale one is never found, written whole (a temporary file renamed) or not at all. A folder that cannot be written
-only means deriving every time."""
+only means deriving every time, and so does a ``$KVLAB_CACHE`` that names no folder: the folder a user names is
+used, never made (a mistyped name would leave folders about); the default one is made."""
 
 import hashlib
 import os
@@ -37,7 +38,7 @@ def read(path):
 def keep(path, data):
     """Write ``data`` to ``path`` whole, or not at all."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=not os.environ.get("KVLAB_CACHE"), exist_ok=True)  # an entry's part: one level
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_bytes(data)
         os.replace(temporary, path)

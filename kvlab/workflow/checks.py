@@ -9,6 +9,7 @@ from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_conf
 from kvlab.workflow.commands import replay_cache
 from kvlab.workflow.config import dotted
 from kvlab.workflow.paths import EXAMPLE_MEASUREMENT, RESERVED, mrc_grid, mrc_plotted, replay_rooms, simulate_points
+from kvlab.workloads import WORKLOADS, TraceWorkload
 from kvlab.workloads.traces import FORMATS
 
 EQUAL_SIZED = tuple(name for name, policy in EVICTION_POLICIES.items() if policy.equal_sizes)  # need drop
@@ -95,7 +96,7 @@ def check_inputs(config):
     any job copies or reads it."""
     from kvlab.latency.ttft import fit
     from kvlab.util.files import InputError
-    from kvlab.workloads.traces import TraceError, check_head
+    from kvlab.workloads.traces import TraceError
 
     def settled(setting):
         configs = {name: (rooms["gpu_tokens"], rooms["cpu_tokens"]) for name, rooms in setting["configs"].items()}
@@ -117,8 +118,7 @@ def check_inputs(config):
         )
     for name, spec in config["replay"]["workloads"].items():
         if "trace" in spec:
-            head = lambda path, trace=FORMATS[spec["source"]]: check_head(path, trace)  # noqa: E731
-            named.append((("replay", "workloads", name, "trace"), spec["trace"], head))
+            named.append((("replay", "workloads", name, "trace"), spec["trace"], trace_head(spec)))
     for key, path, content in named:
         if not Path(path).is_file():
             raise ConfigError(f"config: {dotted(key)}: {path}: no such file", key)
@@ -126,6 +126,20 @@ def check_inputs(config):
             content(path)
         except (InputError, TraceError, ValueError) as error:
             raise ConfigError(f"config: {dotted(key)}: {error}", key) from None
+
+
+def trace_head(spec):
+    """The check of a trace workload's first lines, read as its job's reader reads them (a Mooncake or Bailian
+    trace in its format; the user's own, ``requests``, with the hash blocks and chaining its spec declares)."""
+    if spec["source"] == "requests":
+        from kvlab.workloads import RequestsWorkload
+        from kvlab.workloads.requests import RequestTrace, check_head
+
+        declared = spec.get("hash_block_tokens", 0), spec.get("hash_chaining", "")
+        return lambda path: check_head(path, RequestTrace(RequestsWorkload.default_block_tokens, *declared))
+    from kvlab.workloads.traces import check_head
+
+    return lambda path: check_head(path, FORMATS[spec["source"]])
 
 
 def check_cache(config, workload):
@@ -235,12 +249,32 @@ def check_hardware(config):
     if "simulate" in hardware:
         spec = hardware["simulate"]
         check_served(config, ("ttft", "hardware", "simulate"), spec)
-        if config["replay"]["workloads"][spec["workload"]]["source"] not in FORMATS:
+        check_speedups(spec)
+        if not issubclass(WORKLOADS[config["replay"]["workloads"][spec["workload"]]["source"]], TraceWorkload):
             raise ConfigError(
                 f"config: ttft.hardware.simulate.workload names {spec['workload']!r}, which has no clock: name a trace"
                 " workload of replay.workloads (its timestamps, divided by each speedup, are the arrivals)",
                 ("ttft", "hardware", "simulate", "workload"),
             )
+
+
+def check_speedups(spec):
+    """Each speedup of ``ttft.hardware.simulate`` within kvlab simulate's one range (kvlab/engine/arrivals.py)."""
+    from kvlab.engine.arrivals import paced
+    from kvlab.util.errors import SettingError
+
+    budgets, load = spec["budgets"]["speedup"], spec["load"]["speedup"]
+    named = [
+        (("budgets", "speedup"), budgets),
+        *((("load", "speedup", index), value) for index, value in enumerate(load)),
+    ]
+    for key, value in named:
+        try:
+            paced("speedup", value)
+        except SettingError as error:
+            message = str(error).removeprefix("argument --speedup: ")
+            where = ("ttft", "hardware", "simulate", *key)
+            raise ConfigError(f"config: {dotted(where)}: {message}", where) from None
 
 
 def check_measured_models(config):

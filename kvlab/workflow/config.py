@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from kvlab.util.files import line_of
 from kvlab.util.numbers import MAX_WHOLE
 
 __all__ = [
@@ -74,24 +75,6 @@ def expanded_size(node, sizes=None):
             break
     sizes[id(node)] = total
     return total
-
-
-def line_of(root, path):
-    """The line of config key ``path`` (a tuple of keys and indexes) in the composed YAML, or of its deepest
-    existing parent."""
-    node, line = root, root.start_mark.line + 1 if root is not None else None
-    for key in path:
-        if isinstance(node, yaml.MappingNode):
-            found = [(k, v) for k, v in node.value if k.value == str(key)]
-            if not found:
-                break
-            line, node = found[0][0].start_mark.line + 1, found[0][1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
 
 
 def dotted(path):

@@ -1,17 +1,11 @@
 """A warm-up that compiles every cached kernel once (``python -m kvlab.workflow.kernels``): ``kvlab run`` calls it
-before the jobs start, so parallel jobs load what it compiled instead of each compiling the same kernels. It runs them
-through numba's JIT (the ahead-of-time module off: the JIT serves wherever the module does not), then builds that
-module (kvlab/util/ahead.py) where a C compiler is found."""
-
-import sys
+before the jobs start, so parallel jobs load what it compiled instead of each compiling the same kernels."""
 
 
 def warm():
-    """Run every compiled path once on tiny workloads, compiling (and caching) what the cache lacks; then build the
-    ahead-of-time module."""
+    """Run every compiled path once on tiny workloads, compiling (and caching) what the cache lacks."""
     _jit()
     _simulate()
-    _ahead()
 
 
 def _jit():
@@ -21,42 +15,19 @@ def _jit():
     from kvlab.cache.compiled import CompiledLRU
     from kvlab.curves.mrc import lru_curve, tier_curve
     from kvlab.loop import replay
-    from kvlab.util.ahead import off
     from kvlab.workloads import LabWorkload
     from kvlab.workloads.dense import Interner
     from kvlab.workloads.scan import scan
 
     lab = LabWorkload(4, docs=2, tokens=10, passes="fwd,rev")
-    with off():
-        for rules in ({}, {"partial_blocks": "keep", "eviction_order": "head-first", "touch_cpu_on_gpu_hit": True}):
-            replay(lab, CompiledLRU(8, 8, 4, **rules), [])
-        for gpu in (None, 4):
-            tier_curve(lab, "drop", gpu_tokens=gpu)
-            tier_curve(lab, "keep", gpu_tokens=gpu)
-        lru_curve([1, 2, 1], [1, 2, 1])
-        Interner(slots=2).dense(np.arange(4, dtype=np.int64))
-        scan(b'{"a": 1, "b": [2]}', ("a", "b"), 1)
-
-
-def _ahead():
-    """Build the ahead-of-time module where it is missing and a C compiler is found; one line on stderr where it
-    cannot be (numba's JIT then serves every call, as it would without the module)."""
-    from kvlab.util import ahead
-
-    if ahead.built():
-        return
-    if ahead.compiler() is None:
-        print("kvlab: no C compiler found: numba's JIT serves kvlab simulate's kernels (no ahead-of-time module)",
-              file=sys.stderr)  # fmt: skip
-        return
-    print(
-        "kvlab: compiling kvlab simulate's kernels ahead of time (numba.pycc, about 10 s of CPU) ...", file=sys.stderr
-    )
-    try:
-        ahead.build()
-    except Exception as error:  # the module is a speed-up only: the JIT serves without it
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[-1]
-        print(f"kvlab: the ahead-of-time module did not build ({reason}): numba's JIT serves", file=sys.stderr)
+    for rules in ({}, {"partial_blocks": "keep", "eviction_order": "head-first", "touch_cpu_on_gpu_hit": True}):
+        replay(lab, CompiledLRU(8, 8, 4, **rules), [])
+    for gpu in (None, 4):
+        tier_curve(lab, "drop", gpu_tokens=gpu)
+        tier_curve(lab, "keep", gpu_tokens=gpu)
+    lru_curve([1, 2, 1], [1, 2, 1])
+    Interner(slots=2).dense(np.arange(4, dtype=np.int64))
+    scan(b'{"a": 1, "b": [2]}', ("a", "b"), 1)
 
 
 class _FlatCost:
@@ -85,12 +56,11 @@ def _simulate():
     from kvlab.engine import compiled
     from kvlab.engine.arrivals import Arrivals
     from kvlab.engine.settings import EngineSettings
-    from kvlab.util.ahead import off
     from kvlab.util.memory import Footprint, Meter
     from kvlab.workloads import MooncakeWorkload
 
     lines = [f'{{"timestamp": {t}, "input_length": 600, "output_length": 3, "hash_ids": [1, {t + 2}]}}' for t in (0, 1)]
-    with tempfile.TemporaryDirectory() as folder, off():
+    with tempfile.TemporaryDirectory() as folder:
         trace = Path(folder) / "warm.jsonl"
         trace.write_text("\n".join(lines) + "\n")
         for block in (512, 64):

@@ -22,7 +22,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvlab.util import ahead
 from kvlab.util.kernels import compiled
 
 __all__ = ["LOCK", "RunError", "hold_lock", "run_pipeline", "snakemake_sources"]
@@ -92,7 +91,7 @@ def clean_dead_run(folder, snakemake):
 def warm_kernels(folder):
     """Compile the folder's kernels once before the jobs start, rather than in every job that starts at once."""
     package = Path(folder, "kvlab")
-    if compiled(package) and (ahead.built(package) or ahead.compiler() is None):
+    if compiled(package):
         return
     print("kvlab: compiling the kernels once (numba, cached beside the code) ...", flush=True)
     subprocess.run([sys.executable, "-m", "kvlab.workflow.kernels"], cwd=folder)  # a failure shows in the jobs
@@ -149,11 +148,14 @@ def snakemake_sources(arguments):
 def run_pipeline(arguments=(), folder=".", snakemake=None):
     """Run Snakemake in ``folder`` with ``arguments`` as the only run there; return its exit code. Snakemake runs
     through :func:`main` (every config file it reads checked as data), holding the lock with this process; the
-    caller has checked the config (``kvlab run``), so the Snakefile does not again."""
+    caller has checked the config (``kvlab run``), so the Snakefile does not again. A run that fails leaves
+    ``results/`` as it was (:func:`put_back`)."""
     snakemake = snakemake or [sys.executable, "-m", "kvlab.workflow.runs"]
     lock = hold_lock(folder)
     try:
         clean_dead_run(folder, snakemake)
+        results = Path(folder, "results")
+        before = committed(results)
         warm_kernels(folder)
         fd = lock.fileno()
         child = subprocess.Popen(
@@ -170,12 +172,49 @@ def run_pipeline(arguments=(), folder=".", snakemake=None):
         lock.flush()
         forward = {sig: signal.signal(sig, lambda *_: child.send_signal(signal.SIGINT)) for sig in STOPS}
         try:
-            return child.wait()
+            code = child.wait()
         finally:
             for sig, handler in forward.items():
                 signal.signal(sig, handler)
+        if code:
+            put_back(results, before)
+        return code
     finally:
         lock.close()
+
+
+def committed(folder):
+    """Every file under ``folder`` (``results/``: a few MB of JSON, CSV and plots): ``{path: (bytes, times)}``."""
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            status = path.stat()
+            found[path] = (path.read_bytes(), (status.st_atime_ns, status.st_mtime_ns))
+    return found
+
+
+def put_back(folder, before):
+    """``folder`` as it was before a run that failed (``before``: :func:`committed`'s), so that a run that fails
+    halfway leaves no mix of old and new results: each file a finished job replaced or removed is back, with its
+    old time (older than what changed, so the next run makes it again: rerun-triggers mtime), and each file the
+    run added is gone."""
+    from kvlab.util.files import write_together
+
+    now = committed(folder)
+    changed = {path: data for path, (data, _) in before.items() if now.get(path, (None,))[0] != data}
+    write_together({str(path): data for path, data in changed.items()})
+    for path in changed:
+        os.utime(path, ns=before[path][1])
+    added = [path for path in now if path not in before]
+    for path in added:
+        path.unlink()
+    if changed or added:
+        print(
+            f"kvlab: the run failed; results/ is as it was before it ({len(changed)} files put back, {len(added)}"
+            " removed)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 # Passed on to Snakemake as a Ctrl-C, once (its group is its own): its orderly stop. Its own SIGTERM handler was

@@ -26,6 +26,7 @@ from kvlab.workloads.traces import FORMATS, TraceError
 
 __all__ = [
     "MAX_ACCESSES",
+    "MAX_CONVERSATIONS",
     "MAX_WHOLE",
     "WORKLOADS",
     "Option",
@@ -43,6 +44,10 @@ ORDERS = ("fwd", "rev")
 READY_QUEUE_POLICIES = ("random", "fifo")  # bench_multiturn's --ready-queue-policy (kvlab/workloads/benchmarks.py)
 
 MAX_ACCESSES = 10**8  # block accesses of a generated workload (a trace has no such limit: it is streamed)
+# Users or clients of a benchmark (multi_round_qa, bench_multiturn), each set up one by one before the first request
+# (multi_round_qa's ramp-up, about 5 us a user; bench_multiturn's ready queue): 10**6 take seconds, 10**8 took 25
+# minutes (issue 36). The benchmarks' own runs have tens to hundreds.
+MAX_CONVERSATIONS = 10**6
 
 
 class WorkloadError(ValueError):
@@ -209,6 +214,31 @@ class Workload:
             for tokens, count in zip(columns.tokens.tolist(), columns.counts.tolist(), strict=True):
                 yield Timed(keys[start : start + count], tokens, None, None)
                 start += count
+
+    seconds = 1.0  # one unit of :meth:`dense_columns`' labels, in seconds
+
+    def dense_columns(self, batch=1 << 16):
+        """``(Columns, output lengths)`` per batch of :meth:`timed`'s requests, keys dense from 0 in order of first
+        appearance, labels their arrivals in :attr:`seconds` (0 each where the source has no clock: its order is
+        the file's), outputs a list (Nones where the source has none): what ``kvlab trace convert`` writes."""
+        import itertools
+
+        import numpy as np
+
+        from kvlab.workloads.stream import Columns
+
+        timed = self.timed()
+        while chunk := list(itertools.islice(timed, batch)):
+            yield (
+                Columns(
+                    np.zeros(len(chunk), dtype=np.int64),
+                    np.array([request.arrival_s or 0.0 for request in chunk], dtype=np.float64),
+                    np.array([request.tokens for request in chunk], dtype=np.int64),
+                    np.array([len(request.keys) for request in chunk], dtype=np.int64),
+                    np.array([key for request in chunk for key in request.keys], dtype=np.int64),
+                ),
+                [request.output_tokens for request in chunk],
+            )
 
     def request_ids(self):
         """The requests' own ids in order, once read (``--per-request`` keeps them), or None: a source without."""
@@ -463,9 +493,9 @@ class BenchMultiturnWorkload(ConversationWorkload):
     options = (
         Option(
             "num_clients",
-            whole_number(0, MAX_ACCESSES),
+            whole_number(0, MAX_CONVERSATIONS),
             256,
-            "clients, a conversation each (default 256)",
+            f"clients, a conversation each (default 256, at most {MAX_CONVERSATIONS:,})",
         ),
         NUM_ROUNDS,
         Option(
@@ -561,10 +591,10 @@ class MultiRoundQAWorkload(ConversationWorkload):
     options = (
         Option(
             "num_users",
-            whole_number(1, MAX_ACCESSES),
+            whole_number(1, MAX_CONVERSATIONS),
             10,
-            "users at once (default 10; the benchmark needs each of its flags, kvlab's defaults are its"
-            " documented example's)",
+            f"users at once (default 10, at most {MAX_CONVERSATIONS:,}; the benchmark needs each of its flags,"
+            " kvlab's defaults are its documented example's)",
         ),
         NUM_ROUNDS,
         Option(
@@ -728,15 +758,18 @@ class TraceWorkload(Workload):
             from kvlab.workloads.dense import Interner
 
             interner = Interner()
+        read = 0
         try:
             for batch in self._read():
                 if interner is not None:
+                    self._check_pieces(batch.tokens, read)
                     ids, counts = split_blocks(
                         interner.dense(batch.ids), batch.counts, batch.tokens, self.split, self.block_tokens
                     )
                 else:
                     ids, counts = group_blocks(batch.ids, batch.counts, self.group)
                 self.read_fraction = batch.fraction
+                read += len(counts)
                 columns = Columns(np.zeros(len(counts), dtype=np.int64), batch.labels, batch.tokens, counts, ids)
                 if outputs:
                     given = batch.outputs
@@ -745,6 +778,18 @@ class TraceWorkload(Workload):
                     yield columns
         except TraceError as error:
             raise WorkloadError(str(error)) from None
+
+    def _check_pieces(self, tokens, read):
+        """WorkloadError when a prompt of ``tokens`` (a batch's, after ``read`` requests) would be cut into more than
+        :data:`MAX_ACCESSES` blocks of ``--block-tokens``: their keys would not fit in memory."""
+        pieces = -(-tokens // self.block_tokens)
+        if len(pieces) and pieces.max() > MAX_ACCESSES:
+            index = int(pieces.argmax())
+            raise WorkloadError(
+                f"request {read + index + 1} of the trace: its prompt of {int(tokens[index])} tokens would be cut into"
+                f" {int(pieces[index])} blocks of --block-tokens {self.block_tokens}, more than {MAX_ACCESSES}:"
+                " give a larger --block-tokens"
+            )
 
 
 class MooncakeWorkload(TraceWorkload):

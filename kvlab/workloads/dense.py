@@ -13,7 +13,9 @@ import os
 import numpy as np
 from numba import njit
 
-from kvlab.util.ahead import ahead
+from kvlab.util.kernels import discard_damaged
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
 
 __all__ = ["Interner"]
 
@@ -64,7 +66,6 @@ def _slot(value, mask, tables):
     return np.int64(mixed & np.uint64(mask))
 
 
-@ahead("UniTuple(int64, 2)(int64[::1], int32[::1], int64, int64[::1], int32[::1], uint64[:, ::1])")
 @njit(cache=True)
 def _intern(hashes, ids, count, values, out, tables):
     mask = len(ids) - 1
@@ -88,7 +89,6 @@ def _intern(hashes, ids, count, values, out, tables):
     return count, probes
 
 
-@ahead("Tuple((int64[::1], int32[::1]))(int64[::1], int32[::1], int64, uint64[:, ::1])")
 @njit(cache=True)
 def _rehash(hashes, ids, slots, tables):
     new_hashes = np.zeros(slots, dtype=np.int64)
@@ -104,7 +104,6 @@ def _rehash(hashes, ids, slots, tables):
     return new_hashes, new_ids
 
 
-@ahead("int64[::1](int64[::1], int64[::1], int64[::1], int64)")
 @njit(cache=True)
 def pieces_of(ids, counts, pieces, split):
     """``kvlab.workloads.stream.split_blocks``' keys: per request its ``pieces`` keys, piece ``j`` of its trace block

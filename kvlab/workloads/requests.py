@@ -23,11 +23,11 @@ import json
 import struct
 from typing import NamedTuple
 
-from kvlab.util.files import BATCH_BYTES, InputError, line_batches, parse_json, shown, unique_fields
+from kvlab.util.files import BATCH_BYTES, InputError, line_batches, number_text, parse_json, shown, unique_fields
 from kvlab.util.numbers import MAX_WHOLE
 from kvlab.workloads.traces import BOM, ID_RANGE, NO_BOM, Batch, TraceError
 
-__all__ = ["FIELDS", "RequestTrace", "convert", "read_requests", "stats"]
+__all__ = ["FIELDS", "RequestTrace", "check_head", "convert", "read_requests", "stats"]
 
 PROMPTS = ("prompt_token_ids", "hash_ids")
 FIELDS = ("timestamp", "input_length", "output_length", "request_id", *PROMPTS)
@@ -143,15 +143,15 @@ def _csv_value(name, text, where):
         return [int(part) for part in parts]
     if _integer_text(text):
         return int(text)
-    try:
+    if number_text(text):
         return float(text)
-    except ValueError:
-        raise TraceError(f"{where}: {name} must be a number, got {shown(text)}") from None
+    raise TraceError(f"{where}: {name} must be a number in ASCII digits, got {shown(text)}")
 
 
 def _integer_text(text):
-    digits = text[1:] if text[:1] in "+-" else text
-    return 0 < len(digits) <= 40 and digits.isascii() and digits.isdigit()
+    """A whole number as JSON writes one (:func:`kvlab.util.files.number_text`: Python's ``int`` also takes ``1_0``
+    and other scripts' digits), of at most 40 digits."""
+    return number_text(text, whole=True) and len(text.lstrip("+-")) <= 40
 
 
 def _records(path, size):
@@ -193,6 +193,20 @@ def _records(path, size):
                 del record["request_id"]
             records.append((number, record))
         yield first, records, fraction
+
+
+def check_head(path, trace, count=16):
+    """The first ``count`` requests of the trace in ``path`` checked as :func:`read_requests` checks them (the config
+    check's look at a trace before any job reads it): TraceError naming the first bad line."""
+    try:
+        for _, records, _ in _records(path, 1 << 16):
+            for number, record in records[:count]:
+                check_record(record, f"{path}:{number}", trace)
+            count -= len(records)
+            if count <= 0:
+                return
+    except InputError as error:  # unreadable, a line too long
+        raise TraceError(str(error)) from None
 
 
 def read_requests(path, trace, size=BATCH_BYTES):

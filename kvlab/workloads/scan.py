@@ -12,7 +12,9 @@ standard library's json reads as the same numbers.
 import numpy as np
 from numba import njit
 
-from kvlab.util.ahead import ahead
+from kvlab.util.kernels import discard_damaged
+
+discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
 
 __all__ = ["BLANK", "OK", "OTHER", "scan"]
 
@@ -173,10 +175,6 @@ def _line(buffer, at, end, keys, lengths, listed, row, items, used):
     return used
 
 
-@ahead(
-    "int64(Array(uint8, 1, 'C', readonly=True), uint8[:, ::1], int64[::1], int64, int8[::1], int64[:, ::1],"
-    " int64[::1], int64[::1])"
-)
 @njit(cache=True)
 def _scan(buffer, keys, lengths, listed, status, values, counts, items):
     used, start, line = 0, 0, 0

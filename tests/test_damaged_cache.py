@@ -1,0 +1,91 @@
+"""A damaged compiled cache is never fatal (issue 36, item 1): a truncated or garbage file where the removed
+ahead-of-time module was loaded from (a SIGBUS or an ImportError before), or a truncated or garbage numba cache
+file (an unpickling traceback before; kvlab.util.kernels.discard_damaged), and ``kvlab trace stats`` and
+``kvlab simulate`` still print what they print with a sound cache. Each case runs in a copy of the package with
+the checkout's cache taken along (no kernel but the damaged one compiles again), in a process of its own (a
+SIGBUS kills it)."""
+
+import hashlib
+import importlib.machinery
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numba._helperlib
+import pytest
+from conftest import KVLAB, ROOT, kvlab
+
+from kvlab.util import kernels
+
+TRACE = "".join(
+    f'{{"timestamp": {t}, "input_length": 600, "output_length": 3, "hash_ids": [1, {t + 2}]}}\n' for t in (0, 1)
+)
+STATS = ("trace", "stats", "--workload", "mooncake", "--trace", "tiny.jsonl")
+SIMULATE = (
+    *("simulate", "--workload", "mooncake", "--trace", "tiny.jsonl", "--gpu-system", "h100_sxm"),
+    *("--model-config", ROOT / "models" / "Llama-3.1-8B-Instruct" / "config.json", "--gpu-blocks", "64"),
+)
+
+
+def module_path(package):
+    """Where the removed build put the ahead-of-time module, and where kvlab loaded it from: its name held the
+    SHA-256 of the package's sources, numba's version and Python's tag (kvlab/util/ahead.py, until issue 38)."""
+    digest = hashlib.sha256(f"{numba.__version__} {sys.implementation.cache_tag}".encode())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    name = "kvlab_ahead_" + digest.hexdigest()[:24] + importlib.machinery.EXTENSION_SUFFIXES[0]
+    return package / "__pycache__" / name
+
+
+def truncated(path, source=None):
+    """``path`` cut to its first 4 KiB (``source``'s, where given)."""
+    path.write_bytes((source or path).read_bytes()[:4096])
+
+
+def garbage(path):
+    path.write_bytes(b"garbage\n" * 64)
+
+
+def cached(package, module, kernel, suffix):
+    """The numba cache file of ``kernel`` in ``module`` for its current source: its index (``.nbi``), or its first
+    data file (``.nbc``)."""
+    path, name, line = next(found for found in kernels.kernels(package) if found[:2] == (package / module, kernel))
+    index = kernels.index_file(path, name, line)
+    found = index if suffix == ".nbi" else index.with_name(index.name.removesuffix(".nbi") + ".1.nbc")
+    assert found.is_file(), f"{found.name}: the suite's warm-up compiled it, and numba names its files so"
+    return found
+
+
+SHARED = Path(numba._helperlib.__file__)  # an extension module to cut (a truncated one is a SIGBUS to load)
+
+CASES = {
+    "a truncated module": (STATS, lambda p: truncated(module_path(p), SHARED)),
+    "a garbage module": (SIMULATE, lambda p: garbage(module_path(p))),
+    "numba: garbage data": (STATS, lambda p: garbage(cached(p, "workloads/dense.py", "_intern", ".nbc"))),
+    "numba: a garbage and a truncated index, truncated data": (
+        SIMULATE,
+        lambda p: (
+            garbage(cached(p, "engine/kernel.py", "known_prices", ".nbi")),
+            truncated(cached(p, "workloads/dense.py", "_intern", ".nbi")),
+            truncated(cached(p, "engine/kernel.py", "moved_prices", ".nbc")),
+        ),
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_damaged_cache_is_never_fatal(case, tmp_path):
+    argv, damage = CASES[case]
+    package = tmp_path / "kvlab"
+    shutil.copytree(KVLAB, package, ignore=shutil.ignore_patterns("__pycache__"))
+    kernels.copy_cache(KVLAB, package)
+    (tmp_path / "tiny.jsonl").write_text(TRACE, encoding="utf-8")
+    expected = kvlab(*argv, cwd=tmp_path)  # this checkout, its cache sound
+    assert expected.returncode == 0, expected.stderr
+    module_path(package).parent.mkdir(exist_ok=True)
+    damage(package)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvlab", *map(str, argv)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert (done.returncode, done.stdout) == (0, expected.stdout), done.stderr[-2000:]

@@ -1,0 +1,190 @@
+"""Wrong numbers printed without a word (issue 36, items 6-8): arrival rates past the clock's precision, a tp the
+model's heads do not split over, roofline factors where the database prices, a seed with nothing to
+draw, a plan's disk tier left out of its load, timestamps in other scripts' digits, a grid point given twice. Each
+is refused in one line (or said), whichever way it enters: a flag, the Python API, config.yaml.
+
+Expectations come from the parsed model configs, system files and the commands themselves."""
+
+import json
+
+import pytest
+import yaml
+from conftest import ROOT, kvlab, load_config
+
+import kvlab as api
+from kvlab.engine.arrivals import PACE
+from kvlab.util.errors import SettingError
+
+LLAMA = "models/Llama-3.1-8B-Instruct/config.json"
+QWEN = "models/Qwen2.5-1.5B-Instruct/config.json"  # 12 attention heads, 2 KV heads
+LAB = {"workload": "lab", "docs": 2, "tokens": 512}
+ROOFLINE = {"model_config": LLAMA, "gpu_system": "h100_sxm", "latency_source": "roofline"}
+
+
+def flags(settings):
+    return [item for key, value in settings.items() for item in (f"--{key.replace('_', '-')}", str(value))]
+
+
+def refused(done, code=2):
+    """The command's one line on stderr (nothing on stdout, no traceback), without its ``kvlab CMD: error:``."""
+    assert done.returncode == code, (done.returncode, done.stderr)
+    assert done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.split(": error: ", 1)[1].rstrip("\n")
+
+
+def api_refusal(function, **keywords):
+    with pytest.raises(SettingError) as raised:
+        function(**keywords)
+    return str(raised.value)
+
+
+def heads(model_config):
+    return json.loads((ROOT / model_config).read_text())["num_attention_heads"]
+
+
+@pytest.fixture
+def trace(tmp_path):
+    """Six requests on a clock, each with its output length, some sharing a prefix block (a Mooncake trace)."""
+    path = tmp_path / "t.jsonl"
+    lines = [
+        {"timestamp": 1000 * n, "input_length": 1024, "output_length": 2, "hash_ids": [n % 3, n]} for n in range(6)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def config_refusal(tmp_path, mutate):
+    config = load_config()
+    mutate(config)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return refused(kvlab("config", path, cwd=ROOT), code=1)
+
+
+# -- item 6: one range for a rate and a speedup, wherever it enters ------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["rate", "speedup"])
+def test_a_rate_past_the_clock_is_refused_alike_by_the_command_and_the_api(name):
+    simulated = {**LAB, **ROOFLINE, "gpu_blocks": 64, "output_tokens": 2, name: "1e-300"}
+    line = refused(kvlab("simulate", *flags(simulated)))
+    assert line == api_refusal(api.simulate, **{**simulated, name: 1e-300})
+    assert f"--{name}" in line and f"{PACE[0]:g} to {PACE[1]:g}" in line
+
+
+@pytest.mark.parametrize("name", ["rate", "speedup"])
+def test_plan_load_takes_the_same_range(name, trace):
+    """``plan --load`` is refused before it plans, naming the range; the API's ``load`` too."""
+    planned = {"workload": "mooncake", "trace": trace, **ROOFLINE, "gpu_tokens": 5120, "engine": "vllm"}
+    line = refused(kvlab("plan", *flags(planned), "--load", f"{name}=1e-300"))
+    assert "--load" in line and f"{PACE[0]:g} to {PACE[1]:g}" in line
+    assert f"{PACE[0]:g} to {PACE[1]:g}" in api_refusal(api.plan, **planned, load={name: 1e-300})
+
+
+def test_the_slowest_rate_keeps_the_clock_and_prints_figures():
+    """At the lowest rate every request runs alone, as at a rate 100 times higher: the same times to the 0.1 ms
+    printed; and the throughputs print figures, not 0.0."""
+    settings = {**LAB, **ROOFLINE, "gpu_blocks": 64, "output_tokens": 2}
+    slow = api.simulate(**settings, rate=PACE[0]).to_dict()
+    fast = api.simulate(**settings, rate=100 * PACE[0]).to_dict()
+    for time in ("ttft_ms", "tpot_ms"):
+        assert slow[time] == fast[time], time
+    assert slow["requests_per_s"] > 0 and slow["output_tokens_per_s"] > 0
+
+
+def test_the_config_check_refuses_a_speedup_past_the_clock(tmp_path):
+    line = config_refusal(tmp_path, lambda c: c["ttft"]["hardware"]["simulate"]["load"]["speedup"].append(1e-300))
+    assert "ttft.hardware.simulate.load.speedup" in line and f"{PACE[0]:g} to {PACE[1]:g}" in line
+
+
+# -- item 7: a tp the engines refuse is refused in every path ------------------------------------------------------
+
+
+def test_a_tp_that_does_not_split_the_attention_heads_is_refused_everywhere():
+    """vLLM refuses a tp that does not divide num_attention_heads (ModelConfig.verify_with_parallel_config) even when
+    it divides or is a multiple of the KV heads: ``--tp 8`` on Qwen2.5-1.5B's 12 heads, ``--tp 64`` on Llama's 32."""
+    for model, tp in ((QWEN, 8), (LLAMA, 2 * heads(LLAMA))):
+        assert heads(model) % tp
+        hardware = {"model_config": model, "gpu_system": "h100_sxm", "tp": tp}
+        expected = f"--tp: {heads(model)} attention heads do not split over tp {tp}"
+        assert refused(kvlab("ttft", "breakeven", *flags(hardware), "--prefix-tokens", "1000")) == expected
+        assert api_refusal(api.ttft_breakeven, **hardware, prefix_tokens=1000) == expected
+        plan = {**LAB, "model_config": model, "gpu_tokens": 5120, "tp": tp}
+        assert refused(kvlab("plan", *flags(plan))) == expected
+        assert api_refusal(api.plan, **plan) == expected
+        simulated = {**LAB, **hardware, "gpu_blocks": 64, "output_tokens": 2, "rate": 1}
+        assert refused(kvlab("simulate", *flags(simulated))) == expected
+
+
+def test_the_config_check_refuses_the_tp_the_jobs_would(tmp_path):
+    model = json.loads((ROOT / load_config()["ttft"]["hardware"]["lab"]["model_config"]).read_text())
+    kv = model["num_key_value_heads"]
+    tp = next(tp for tp in range(2, 1024) if model["num_attention_heads"] % tp and tp % kv == 0)  # KV heads split
+    line = config_refusal(tmp_path, lambda c: c["ttft"]["hardware"]["lab"].update(tp=tp))
+    assert "ttft.hardware.lab.tp" in line and "attention heads do not split" in line
+
+
+# -- item 8 --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--efficiency", "0.1"), ("--overhead-ms", "5")])
+def test_a_roofline_factor_where_the_database_prices_is_refused(flag, value):
+    """The database prices Llama-3.1-8B on h100_sxm (its kernels are measured): a roofline factor would be ignored;
+    with --latency-source roofline it applies."""
+    common = ("ttft", "breakeven", "--model-config", LLAMA, "--gpu-system", "h100_sxm", "--prefix-tokens", "1000")
+    assert json.loads(kvlab(*common).stdout)["latency_source"] == "database"
+    line = refused(kvlab(*common, flag, value))
+    assert line.startswith(f"argument {flag}:") and "roofline" in line
+    assert kvlab(*common, flag, value, "--latency-source", "roofline").returncode == 0
+
+
+def test_a_seed_without_a_rate_is_refused():
+    simulated = {**LAB, **ROOFLINE, "gpu_blocks": 64, "output_tokens": 2, "clients": 2, "seed": 3}
+    line = refused(kvlab("simulate", *flags(simulated)))
+    assert line.startswith("argument --seed:") and "--rate" in line
+    assert api_refusal(api.simulate, **simulated) == line
+
+
+def test_plan_load_says_it_leaves_out_the_disk_tier(trace):
+    """kvlab simulate has no disk tier: the plan's time under load says so (JSON and table)."""
+    common = ["plan", "--workload", "mooncake", "--trace", trace, "--model-config", LLAMA, "--gpu-tokens", "2048"]
+    common += [
+        "--gpu-system",
+        "h100_sxm",
+        "--latency-source",
+        "roofline",
+        "--engine",
+        "vllm",
+        "--disk-tokens",
+        "4096",
+        "--load",
+        "rate=1",
+    ]
+    done = kvlab(*common)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (
+        "disk tier" in document["load"]["note"] and f"{document['cache']['disk_tokens']:,}" in document["load"]["note"]
+    )
+    table = kvlab(*common, "--format", "table").stdout
+    assert f"note: {document['load']['note']}" in table
+
+
+@pytest.mark.parametrize("stamp", ["1_0", "\u0661\u0660", "nan", " 1e400"])
+def test_csv_timestamps_take_ascii_numbers_only(tmp_path, stamp):
+    """Python's float() takes ``1_0`` and Arabic-Indic digits; a CSV trace's numbers are JSON's."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"timestamp,input_length,output_length,hash_ids\n0,16,1,1\n{stamp},16,1,2\n", encoding="utf-8")
+    args = ("trace", "stats", "--workload", "requests", "--trace", trace, "--hash-block-tokens", "16")
+    line = refused(kvlab(*args, "--hash-chaining", "chained", "--timestamp-unit", "s"), code=1)
+    assert line.startswith(f"{trace}:3: timestamp"), line
+
+
+def test_a_grid_point_given_twice_is_refused_by_the_api():
+    """``[1, 1.0]`` is one budget twice, as ``--cpu-gib 1,1.0`` is (kvlab.cli.base.listing)."""
+    plan = {**LAB, "model_config": QWEN, "gpu_tokens": 5120}
+    for twice in ([1, 1.0], ["0.5", 0.5]):
+        line = api_refusal(api.plan, **plan, cpu_gib=twice)
+        assert line.startswith("argument --cpu-gib:") and "given twice" in line
+    assert "given twice" in refused(kvlab("plan", *flags(plan), "--cpu-gib", "1,1.0"))
