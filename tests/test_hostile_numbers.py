@@ -6,6 +6,7 @@ is refused in one line (or said), whichever way it enters: a flag, the Python AP
 Expectations come from the parsed model configs, system files and the commands themselves."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -122,7 +123,8 @@ def test_the_config_check_refuses_the_tp_the_jobs_would(tmp_path):
     kv = model["num_key_value_heads"]
     tp = next(tp for tp in range(2, 1024) if model["num_attention_heads"] % tp and tp % kv == 0)  # KV heads split
     line = config_refusal(tmp_path, lambda c: c["ttft"]["hardware"]["lab"].update(tp=tp))
-    assert "ttft.hardware.lab.tp" in line and "attention heads do not split" in line
+    assert re.match(rf"{tmp_path / 'c.yaml'}:\d+: ttft\.hardware\.lab\.tp: ", line), line  # the file and the line
+    assert "attention heads do not split" in line
 
 
 # -- item 8 --------------------------------------------------------------------------------------------------------
@@ -188,3 +190,84 @@ def test_a_grid_point_given_twice_is_refused_by_the_api():
         line = api_refusal(api.plan, **plan, cpu_gib=twice)
         assert line.startswith("argument --cpu-gib:") and "given twice" in line
     assert "given twice" in refused(kvlab("plan", *flags(plan), "--cpu-gib", "1,1.0"))
+
+
+# -- the re-probe's findings on these surfaces ---------------------------------------------------------------------
+
+
+def test_a_roofline_factor_at_its_bound_is_taken_alike_by_the_command_and_the_api():
+    """``--overhead-ms 1e9`` is within the flag's range: the roofline takes it (it once refused its own bound, and the
+    API raised a bare ValueError)."""
+    common = {**ROOFLINE, "prefix_tokens": 1000, "overhead_ms": 1e9}
+    done = kvlab("ttft", "breakeven", *flags(common))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == api.ttft_breakeven(**common)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "abc", 2**70, True])
+def test_a_seed_is_a_whole_number_from_0_in_every_path(seed):
+    """random.Random draws with a negative seed's absolute value: -1 would be 1's draw under another name."""
+    simulated = {**LAB, **ROOFLINE, "gpu_blocks": 64, "output_tokens": 2, "rate": 1, "seed": seed}
+    line = api_refusal(api.simulate, **simulated)
+    assert line.startswith("argument --seed: expected a whole number")
+    if seed == -1:  # the command's line shows the text it was given
+        assert refused(kvlab("simulate", *flags(simulated))) == line.replace("-1", "'-1'")
+
+
+def test_a_timestamp_that_goes_back_names_its_trace(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    stamps = [0, 2000, 1000]
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": s, "input_length": 512, "output_length": 2, "hash_ids": [n]}) + "\n"
+            for n, s in enumerate(stamps)
+        )
+    )
+    simulated = {"workload": "mooncake", "trace": trace, **ROOFLINE, "gpu_blocks": 64, "output_tokens": 2}
+    line = refused(kvlab("simulate", *flags(simulated)))
+    assert line.startswith(f"{trace}: request 3: its timestamp goes back")
+    assert api_refusal(api.simulate, **simulated) == line
+
+
+def test_requests_the_pool_refuses_are_said_on_stderr(tmp_path):
+    """Refused requests (longer with their output than the pool) leave the figures to the served ones: said so."""
+    trace = tmp_path / "t.jsonl"
+    lengths = [512, 4096, 512, 4096, 4096]  # a pool of 3 blocks of 512 tokens holds the first kind only
+    trace.write_text(
+        "".join(
+            json.dumps(
+                {"timestamp": 10 * n, "input_length": size, "output_length": 2, "hash_ids": list(range(size // 512))}
+            )
+            + "\n"
+            for n, size in enumerate(lengths)
+        )
+    )
+    simulated = {"workload": "mooncake", "trace": trace, **ROOFLINE, "block_tokens": 512, "gpu_blocks": 3}
+    done = kvlab("simulate", *flags(simulated))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["requests"], document["refused"]) == (lengths.count(512), lengths.count(4096))
+    assert done.stderr == (
+        f"kvlab simulate: note: {lengths.count(4096)} of {len(lengths)} requests refused, each longer with its output"
+        " than the GPU pool (as vLLM refuses it); the figures are the served requests'\n"
+    )
+
+
+def test_a_model_whose_weights_kvlab_does_not_read_asks_for_gpu_blocks():
+    """DeepSeek-V3 (latent attention): the database prices it, but vLLM's memory rule needs its weights; the line
+    says what to give (--gpu-blocks), not a --latency-source already given."""
+    simulated = {**LAB, "model_config": "models/DeepSeek-V3/config.json", "gpu_system": "h100_sxm", "tp": 8}
+    line = refused(kvlab("simulate", *flags(simulated), "--output-tokens", "2", "--latency-source", "database"))
+    assert "vLLM's GPU memory rule" in line and line.endswith("give --gpu-blocks") and "--latency-source" not in line
+
+
+def test_a_single_plans_frame_keeps_whole_numbers_whole(trace):
+    """The time under load is a figure of the whole run, on the ``all`` row: its counts stay counts beside the
+    rounds' missing values (pandas' Int64), and the setting to paste is a column."""
+    planned = {"workload": "mooncake", "trace": trace, **ROOFLINE, "gpu_tokens": 5120, "engine": "vllm"}
+    plan = api.plan(**planned, cpu_gib=1, load={"rate": 1})
+    frame = plan.to_frame()
+    assert frame["load.requests"].dtype.name == "Int64"
+    assert frame["load.requests"].iloc[0] == plan.to_dict()["load"]["requests"]
+    row = api.plan(**planned, cpu_gib=[1, 2]).to_frame().iloc[0]
+    assert "--kv-offloading-size 1" in row["engine.setting"]

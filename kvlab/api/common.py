@@ -37,9 +37,17 @@ def _leaves(value, path=()):
 
 
 def _frame(rows, columns=None):
+    """A DataFrame of ``rows`` (dicts); a column of whole numbers that some rows lack stays whole (pandas' Int64,
+    not floats beside NaN)."""
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    for name in frame.columns:
+        values = [row.get(name) for row in rows]
+        present = [value for value in values if value is not None]
+        if len(present) < len(values) and present and all(type(value) is int for value in present):
+            frame[name] = pd.array(values, dtype="Int64")
+    return frame
 
 
 class _Result:

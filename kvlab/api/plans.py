@@ -57,6 +57,12 @@ class Plan(_Result):
         found = _scalars(document)
         blocks = {key: value for key, value in document.items() if key != "cache" and isinstance(value, dict | list)}
         found.update({".".join(path): value for path, value in _leaves(blocks)})
+        if "engine" in document:  # what to paste, as the table's setting column shows it
+            from kvlab.sizing.plan import setting_items
+
+            found["engine.setting"] = "; ".join(setting_items(document["engine"]))
+        if document.get("notes"):
+            found["notes"] = "; ".join(document["notes"])
         return found
 
     def to_frame(self):

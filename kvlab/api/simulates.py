@@ -245,7 +245,10 @@ def _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, pe
         simulator = Engine(BlockPool(gpu_blocks, block), cost, offload, engine, per_request, tail_first=tail_first)
         simulator.meter = meter
         timed = _metered(made, meter)
-        stats = simulator.run(timed if arrivals.kind == "clients" else arrivals.open_times(timed), arrivals.clients)
+        stats = simulator.run(
+            timed if arrivals.kind == "clients" else arrivals.open_times(timed, getattr(made, "trace", None)),
+            arrivals.clients,
+        )
     return stats
 
 

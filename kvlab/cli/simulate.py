@@ -4,6 +4,7 @@ stdout, with ``--per-request FILE`` one CSV row per request, and with ``--percen
 
 import argparse
 import dataclasses
+import sys
 
 from kvlab.api import simulates
 from kvlab.cli.base import Outputs, Parser, argument, run, summary
@@ -18,7 +19,7 @@ from kvlab.cli.types import number_in
 from kvlab.engine.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
 from kvlab.engine.settings import GENERATED_BLOCKS, SCHEDULERS, EngineSettings
 from kvlab.latency.transfer import DISK_HARDWARE
-from kvlab.workloads import any_int, whole_number
+from kvlab.workloads import whole_number
 
 ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
     "scheduler": "vllm: vLLM v1's (mixed steps, the newest running request preempted; default); sglang: SGLang's"
@@ -70,7 +71,8 @@ def build_parser(prog):
     arrivals.add_argument("--speedup", type=paced, help=f"the trace's timestamps divided by this ({within})")
     arrivals.add_argument("--rate", type=paced, help=f"Poisson arrivals, requests per second ({within})")
     arrivals.add_argument("--clients", type=argument(whole_number(1, MAX_CLIENTS)), help="closed-loop clients")
-    arrivals.add_argument("--seed", type=argument(any_int), help="the Poisson draw of --rate's seed (default 0)")
+    seed = argument(whole_number(0))
+    arrivals.add_argument("--seed", type=seed, help="the Poisson draw of --rate's seed (default 0)")
     add_hardware_arguments(parser, skip=DISK_HARDWARE)
     add_workload_arguments(parser)
     add_memory_argument(parser)
@@ -103,6 +105,12 @@ def execute(args, parser):
     kept = {"per_request": args.per_request, "percentiles": args.percentiles}
     wanted = {name: path is not None for name, path in kept.items()}
     result = simulates.simulate(**settings_of(args), **wanted)
+    refused = result.to_dict()["refused"]
+    if refused:  # the figures are the served requests' only: said, not left to a key of the JSON
+        sys.stderr.write(
+            f"{parser.prog}: note: {refused:,} of {refused + result.requests:,} requests refused, each longer with its"
+            " output than the GPU pool (as vLLM refuses it); the figures are the served requests'\n"
+        )
     files = {path: getattr(result, name) for name, path in kept.items() if path is not None}
     return Outputs(files, result.text)
 

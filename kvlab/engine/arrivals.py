@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kvlab.util.errors import SettingError
 from kvlab.util.files import number_in
+from kvlab.workloads import whole_number
 
 __all__ = ["ARRIVALS", "PACE", "Arrivals", "pace"]
 
@@ -43,6 +44,8 @@ class Arrivals:
             raise SettingError(
                 f"argument --clients: expected a whole number from 1 to {MAX_CLIENTS}, got {self.clients!r}"
             )
+        if self.seed is not None:  # >= 0: random.Random takes a negative seed's absolute value (-1 draws as 1)
+            object.__setattr__(self, "seed", _setting("seed", whole_number(0), self.seed))
         if self.seed is not None and self.rate is None:
             raise SettingError("argument --seed: it draws the Poisson arrivals of --rate, and there is no --rate")
         if self.rate is not None and self.seed is None:
@@ -60,9 +63,10 @@ class Arrivals:
             return {"arrivals": "poisson", "rate": self.rate, "seed": self.seed}
         return {"arrivals": "closed loop", "clients": self.clients}
 
-    def open_times(self, requests):
+    def open_times(self, requests, source=None):
         """``(arrival_s, request)`` for an open-loop source (``speedup`` or ``rate``), in order; a trace's clock
-        must not go back, and a source without one needs ``rate`` or ``clients``."""
+        must not go back (``source``: the trace's file, named in the error), and a source without one needs
+        ``rate`` or ``clients``."""
         if self.kind == "rate":
             draw = random.Random(self.seed).expovariate
             now = 0.0
@@ -79,7 +83,7 @@ class Arrivals:
             if first is None:
                 first = last = stamp
             if stamp < last:
-                raise going_back(number, stamp, last)
+                raise going_back(number, stamp, last, source)
             last = stamp
             yield (stamp - first) / speedup, request
 
@@ -91,12 +95,19 @@ def paced(name, value):
         value = str(int(value))
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         value = repr(float(value))
+    return _setting(name, pace, value)
+
+
+def _setting(name, convert, value):
+    """``convert(value)``, its ValueError a SettingError in the flag's words."""
     try:
-        return pace(value)
+        return convert(value)
     except ValueError as error:
         raise SettingError(f"argument --{name}: {error}") from None
 
 
-def going_back(number, stamp, last):
-    """The stop at request ``number`` (from 1) whose timestamp ``stamp`` (s) comes before the last one's."""
-    return SettingError(f"request {number}: its timestamp goes back ({stamp} s after {last} s)")
+def going_back(number, stamp, last, source=None):
+    """The stop at request ``number`` (from 1) of the trace ``source`` whose timestamp ``stamp`` (s) comes before the
+    last one's."""
+    where = f"{source}: " if source else ""
+    return SettingError(f"{where}request {number}: its timestamp goes back ({stamp} s after {last} s)")

@@ -324,7 +324,7 @@ def _batches(workload, settings, arrivals, np):
             back = np.flatnonzero(stamps < previous)
             if len(back):
                 i = int(back[0])
-                raise going_back(number + i + 1, float(stamps[i]), float(previous[i]))
+                raise going_back(number + i + 1, float(stamps[i]), float(previous[i]), getattr(workload, "trace", None))
             if first is None:
                 first = float(stamps[0])
             last = float(stamps[-1])

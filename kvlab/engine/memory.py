@@ -51,7 +51,7 @@ class PoolRule:
 
 def gpu_pool(model, block_tokens, utilization, batched_tokens):
     """The :class:`PoolRule` of a :class:`kvlab.latency.hardware.HardwareModel`'s model and system."""
-    from kvlab.latency.shape import read_compute_shape
+    from kvlab.latency.shape import HeadsOnly, read_compute_shape
     from kvlab.sizing.model_size import ModelConfigError
 
     settings, system = model.settings, model.system
@@ -59,6 +59,12 @@ def gpu_pool(model, block_tokens, utilization, batched_tokens):
         raise SettingError(f"--gpu-system {system.name}: its file gives no gpu.mem_capacity: give --gpu-blocks")
     try:
         shape = model.shape or read_compute_shape(settings.model_config)
+    except HeadsOnly:
+        raise SettingError(
+            f"{settings.model_config}: vLLM's GPU memory rule needs the model's weights, which kvlab reads for"
+            " attention models with heads only (not latent attention, a recurrent state or an indexer):"
+            " give --gpu-blocks"
+        ) from None
     except (ModelConfigError, ValueError) as error:
         raise SettingError(f"--model-config: {error}") from None
     tp = settings.tp

@@ -64,14 +64,14 @@ ENGINE_BLOCK_TOKENS = {
 
 # The ranges of HardwareSettings' numbers, (low, high, in words): the flags' types and the Python API's checks.
 NUMBERS = {
-    "efficiency": (1e-9, 1, "a fraction in (0, 1]"),
-    "memory_efficiency": (1e-9, 1, "a fraction in (0, 1]"),
-    "overhead_ms": (0, 1e9, "0 or more ms"),
-    "link_gbps": (1e-9, 1e9, "a positive number"),
-    "copy_us": (0, 1e9, "0 or more microseconds"),
-    "link_latency_ms": (0, 1e9, "0 or more ms"),
-    "disk_gbps": (1e-9, 1e9, "a positive number"),
-    "disk_us": (0, 1e9, "0 or more microseconds"),
+    "efficiency": (1e-9, 1, "a fraction from 1e-9 to 1"),
+    "memory_efficiency": (1e-9, 1, "a fraction from 1e-9 to 1"),
+    "overhead_ms": (0, 1e9, "0 to 1e9 ms"),
+    "link_gbps": (1e-9, 1e9, "a number from 1e-9 to 1e9"),
+    "copy_us": (0, 1e9, "0 to 1e9 microseconds"),
+    "link_latency_ms": (0, 1e9, "0 to 1e9 ms"),
+    "disk_gbps": (1e-9, 1e9, "a number from 1e-9 to 1e9"),
+    "disk_us": (0, 1e9, "0 to 1e9 microseconds"),
 }
 CHOICES = {
     "engine": ENGINES,

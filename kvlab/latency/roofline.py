@@ -30,8 +30,8 @@ class Efficiency:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"the {name} efficiency must be in (0, 1], got {value!r}")
-        if not 0 <= self.overhead_ms < 1e9:
-            raise ValueError(f"the overhead must be 0 ms or more, got {self.overhead_ms!r}")
+        if not 0 <= self.overhead_ms <= 1e9:  # kvlab.latency.hardware.NUMBERS' range
+            raise ValueError(f"the overhead must be 0 to 1e9 ms, got {self.overhead_ms!r}")
 
 
 def attended(new, cached, window=None):

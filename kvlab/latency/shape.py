@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from kvlab.sizing.model_size import DEFAULTS, DTYPE_BYTES, MAX_FIELD, KVShape, ModelConfigError, read_model_config
 from kvlab.util.files import MAX_FILE_BYTES, read_json, shown
 
-__all__ = ["ComputeShape", "read_compute_shape"]
+__all__ = ["ComputeShape", "HeadsOnly", "read_compute_shape"]
+
+
+class HeadsOnly(ModelConfigError):
+    """A model whose compute shape kvlab does not read (latent attention, a recurrent state, an indexer): what
+    needs it (the roofline, vLLM's GPU memory rule) says what to give instead."""
+
 
 UNGATED = {"opt", "gpt2", "gpt_neox", "gptj", "falcon", "bloom"}  # an MLP of two projections (fc1, fc2)
 # What transformers' configuration class fills in where a published config.json leaves a field out, beyond the
@@ -107,7 +113,7 @@ def read_compute_shape(path):
         )
 
     if kv.latent or kv.state_layers or kv.indexer_layers:
-        raise ModelConfigError(
+        raise HeadsOnly(
             f"{where}: the roofline prices attention models with heads only (not latent attention, a recurrent"
             " state or an indexer): use --latency-source database where it covers the model"
         )

@@ -624,7 +624,7 @@ def grid_table(results, rows, labels):
     items = [setting_items(result["engine"]) if "engine" in result else [] for result in results]
     common = [item for item in items[0] if all(item in own for own in items)]
     if any(len(own) > len(common) for own in items):
-        columns["setting"] = [" ".join(item for item in own if item not in common) or "-" for own in items]
+        columns["setting"] = ["; ".join(item for item in own if item not in common) or "-" for own in items]
     widths = [max(map(len, [heading, *cells])) for heading, cells in columns.items()]
     for row in zip(*([heading, *cells] for heading, cells in columns.items()), strict=True):
         cells = [

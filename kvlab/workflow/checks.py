@@ -149,7 +149,7 @@ def check_cache(config, workload):
     try:
         make_cache(settings.pop("write_policy"), 0, 0, 1, **settings)
     except ValueError as error:
-        raise ConfigError(f"config: replay.workloads.{workload}: {error}") from None
+        raise ConfigError(f"config: replay.workloads.{workload}: {error}", ("replay", "workloads", workload)) from None
 
 
 def check_policies(config):
@@ -157,9 +157,14 @@ def check_policies(config):
     policies = config["policies"]
     sweep = policies["cpu_cliff"]["sweep"]
     if sweep not in config["sweeps"] or config["sweeps"][sweep]["vary"] != "cpu":
-        raise ConfigError(f"config: policies.cpu_cliff.sweep must name a sweep that varies cpu, got {sweep!r}")
+        raise ConfigError(
+            f"config: policies.cpu_cliff.sweep must name a sweep that varies cpu, got {sweep!r}",
+            ("policies", "cpu_cliff", "sweep"),
+        )
     if "gpu" not in {**config["scenario"], **config["sweeps"][sweep]["fixed"]}:
-        raise ConfigError(f"config: sweeps.{sweep}.fixed must fix gpu for policies.cpu_cliff")
+        raise ConfigError(
+            f"config: sweeps.{sweep}.fixed must fix gpu for policies.cpu_cliff", ("sweeps", sweep, "fixed")
+        )
     for workload in policies["tables"]["workloads"]:
         spec = check_replay_workload(config, "policies.tables.workloads", workload)
         check_trace_blocks("policies.tables.rooms.block_tokens", spec, policies["tables"]["rooms"]["block_tokens"])
@@ -220,9 +225,9 @@ def check_model(key, spec):
         shape = read_model_config(spec["model_config"])
         shape.bytes_per_token(spec.get("tp", 1))
     except ModelConfigError as error:
-        raise ConfigError(f"config: {where}.model_config: {error}") from None
+        raise ConfigError(f"config: {where}.model_config: {error}", (*key, "model_config")) from None
     except ValueError as error:
-        raise ConfigError(f"config: {where}.tp: {error}") from None
+        raise ConfigError(f"config: {where}.tp: {error}", (*key, "tp")) from None
     if no_tokens(shape):
         raise ConfigError(f"config: {where}.model_config: {no_tokens(shape)}", (*key, "model_config"))
 
@@ -299,7 +304,10 @@ def check_real(config):
         return
     outside = [doc for doc in real["fit_docs"] if doc >= real["docs"]]
     if outside:
-        raise ConfigError(f"config: real_measurement.fit_docs: {outside[0]} is not one of the {real['docs']} docs")
+        raise ConfigError(
+            f"config: real_measurement.fit_docs: {outside[0]} is not one of the {real['docs']} docs",
+            ("real_measurement", "fit_docs"),
+        )
     if len(set(real["fit_docs"])) >= real["docs"]:
         raise ConfigError("config: real_measurement.fit_docs: every document is fitted; none is left to compare")
 
@@ -323,7 +331,10 @@ def check_ttft(config):
         if sweep not in config["sweeps"] or config["sweeps"][sweep]["vary"] not in ("gpu", "cpu"):
             raise ConfigError(f"config: ttft.sweeps names {sweep!r}, which is not a sweep of gpu or cpu rooms")
     if "budgets" in ttft and ttft["budgets"]["plan"] not in config["plans"]:
-        raise ConfigError(f"config: ttft.budgets.plan names {ttft['budgets']['plan']!r}, which is not in plans")
+        raise ConfigError(
+            f"config: ttft.budgets.plan names {ttft['budgets']['plan']!r}, which is not in plans",
+            ("ttft", "budgets", "plan"),
+        )
     for plot, room in (("gpu_cliff", "gpu"), ("cpu_cliff", "cpu")):
         sweep = plots[plot]
         if sweep not in ttft["sweeps"] or config["sweeps"][sweep]["vary"] != room:

@@ -266,7 +266,8 @@ def convert(workload, to):
 
     if to == "mooncake" and workload.block_tokens != 512:
         raise SettingError(
-            f"--to mooncake: Mooncake's blocks are 512 tokens, got --block-tokens {workload.block_tokens}"
+            f"--to mooncake: Mooncake's blocks are 512 tokens, and the workload's are {workload.block_tokens}"
+            " (--block-tokens, or the source's default): give --block-tokens 512"
         )
     number = 0
     for columns, outputs in workload.dense_columns():
