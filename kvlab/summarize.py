@@ -210,8 +210,9 @@ def write_atomically(path, text):
     path = os.path.realpath(path)  # a link is written through: its target is replaced, the link stays
     folder = os.path.dirname(path)
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".summarize-", suffix=".tmp")
-    mask = os.umask(0)  # the mode any new file gets, not mkstemp's 0600
+    mask = os.umask(0)  # the mode any new file gets, not mkstemp's 0600; a replaced one keeps its own, as with ">"
     os.umask(mask)
+    mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777 if os.path.isfile(path) else 0o666 & ~mask
     try:
         if isinstance(text, bytes):
             handle = os.fdopen(fd, "wb")
@@ -219,7 +220,7 @@ def write_atomically(path, text):
             handle = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
         with handle:
             handle.write(text)
-        os.chmod(temporary, 0o666 & ~mask)
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

@@ -1873,6 +1873,7 @@ OUTPUT_COMMANDS = {
     "policies cliff": (["policies", "cliff", *CLIFF], {}, ["out.json"]),
     "example-measurement": (["example-measurement", *EX], {}, ["out.jsonl"]),
     "summarize": (["summarize", "in.jsonl", "out.json"], MEAS_OK, ["out.json"]),
+    "summarize, replacing": (["summarize", "in.jsonl", "out.json"], {**MEAS_OK, "out.json": OLD}, ["out.json"]),
     "ttft fit": (["ttft", "fit", *FIT], {"m.jsonl": MEASUREMENT}, ["model.json", "table.csv"]),
     "ttft sweep": (["ttft", "sweep", *SWEEP], {"model.json": TTFT_MODEL}, ["out.csv"]),
     "replay-table": (["replay-table", *RT], {"p.json": REPLAY_POINT}, ["t.csv"]),
@@ -1884,8 +1885,13 @@ OUTPUT_COMMANDS = {
 
 @pytest.mark.parametrize("name", list(OUTPUT_COMMANDS))
 def test_outputs_get_the_umask_mode(name, tmp_path):
+    """A new output gets the umask's mode; one that replaces a file keeps that file's mode, as a shell's ``>`` does
+    (a private file, 0600 here, stays private)."""
     argv, files, outputs = OUTPUT_COMMANDS[name]
     make_files(tmp_path, files)
+    replaced = [output for output in outputs if output in files]
+    for output in replaced:
+        (tmp_path / output).chmod(0o600)
     previous = os.umask(0o027)
     try:
         result = kvlab(*argv, cwd=tmp_path)
@@ -1893,7 +1899,8 @@ def test_outputs_get_the_umask_mode(name, tmp_path):
         os.umask(previous)
     assert result.returncode == 0, result.stderr
     for output in outputs:
-        assert stat.S_IMODE((tmp_path / output).stat().st_mode) == 0o640, output
+        assert (tmp_path / output).read_text() != OLD, output
+        assert stat.S_IMODE((tmp_path / output).stat().st_mode) == (0o600 if output in replaced else 0o640), output
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".kvlab-")]
 
 

@@ -7,6 +7,7 @@ SIGBUS kills it)."""
 
 import hashlib
 import importlib.machinery
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import numba._helperlib
 import pytest
 from conftest import KVLAB, ROOT, kvlab
+from numba.core.caching import UserProvidedCacheLocator
 
 from kvlab.util import kernels
 
@@ -47,6 +49,21 @@ def garbage(path):
     path.write_bytes(b"garbage\n" * 64)
 
 
+def fifo(path):
+    path.unlink()
+    os.mkfifo(path)
+
+
+def link(path, target):
+    path.unlink()
+    path.symlink_to(target)
+
+
+def folder(path):
+    path.unlink()
+    (path / "inside").mkdir(parents=True)
+
+
 def cached(package, module, kernel, suffix):
     """The numba cache file of ``kernel`` in ``module`` for its current source: its index (``.nbi``), or its first
     data file (``.nbc``)."""
@@ -55,6 +72,12 @@ def cached(package, module, kernel, suffix):
     found = index if suffix == ".nbi" else index.with_name(index.name.removesuffix(".nbi") + ".1.nbc")
     assert found.is_file(), f"{found.name}: the suite's warm-up compiled it, and numba names its files so"
     return found
+
+
+def elsewhere(path, folder):
+    """Where numba keeps the cache file ``path`` (in a ``__pycache__``) when ``NUMBA_CACHE_DIR`` is ``folder``: its
+    locator names a folder for each source folder (numba/core/caching.py)."""
+    return folder / UserProvidedCacheLocator.get_suitable_cache_subpath(str(path.parent.parent / "any.py")) / path.name
 
 
 SHARED = Path(numba._helperlib.__file__)  # an extension module to cut (a truncated one is a SIGBUS to load)
@@ -71,21 +94,58 @@ CASES = {
             truncated(cached(p, "engine/kernel.py", "moved_prices", ".nbc")),
         ),
     ),  # fmt: skip
+    "numba: a named pipe, a link to a device, a folder": (
+        STATS,
+        lambda p: (
+            fifo(cached(p, "workloads/dense.py", "_intern", ".nbi")),  # a read waits for a writer (a hang before)
+            link(cached(p, "workloads/dense.py", "_rehash", ".nbi"), "/dev/zero"),  # endless (memory, before)
+            folder(cached(p, "workloads/dense.py", "_intern", ".nbc")),  # numba's rename onto it fails
+        ),
+    ),  # fmt: skip
 }
+
+
+def copy(tmp_path, argv):
+    """A copy of the package under ``tmp_path`` with the checkout's cache, a tiny trace beside it, and what ``argv``
+    prints in this checkout (its cache sound)."""
+    package = tmp_path / "kvlab"
+    shutil.copytree(KVLAB, package, ignore=shutil.ignore_patterns("__pycache__"))
+    kernels.copy_cache(KVLAB, package)
+    (tmp_path / "tiny.jsonl").write_text(TRACE, encoding="utf-8")
+    expected = kvlab(*argv, cwd=tmp_path)
+    assert expected.returncode == 0, expected.stderr
+    return package, expected.stdout
+
+
+def run_copy(tmp_path, argv, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "kvlab", *map(str, argv)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_damaged_cache_is_never_fatal(case, tmp_path):
     argv, damage = CASES[case]
-    package = tmp_path / "kvlab"
-    shutil.copytree(KVLAB, package, ignore=shutil.ignore_patterns("__pycache__"))
-    kernels.copy_cache(KVLAB, package)
-    (tmp_path / "tiny.jsonl").write_text(TRACE, encoding="utf-8")
-    expected = kvlab(*argv, cwd=tmp_path)  # this checkout, its cache sound
-    assert expected.returncode == 0, expected.stderr
+    package, expected = copy(tmp_path, argv)
     module_path(package).parent.mkdir(exist_ok=True)
     damage(package)
-    done = subprocess.run(
-        [sys.executable, "-m", "kvlab", *map(str, argv)], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert (done.returncode, done.stdout) == (0, expected.stdout), done.stderr[-2000:]
+    done = run_copy(tmp_path, argv)
+    assert (done.returncode, done.stdout) == (0, expected), done.stderr[-2000:]
+
+
+def test_a_damaged_cache_in_numba_cache_dir_is_never_fatal(tmp_path):
+    """Where ``NUMBA_CACHE_DIR`` is set (by the user, or by kvlab for a read-only checkout), the cache is there."""
+    package, expected = copy(tmp_path, STATS)
+    folder = tmp_path / "numba-cache"
+    damaged = elsewhere(cached(package, "workloads/dense.py", "_intern", ".nbi"), folder)
+    for path in package.rglob("__pycache__/*.nb[ic]"):
+        elsewhere(path, folder).parent.mkdir(parents=True, exist_ok=True)
+        path.rename(elsewhere(path, folder))
+    garbage(damaged)
+    done = run_copy(tmp_path, STATS, env={**os.environ, "NUMBA_CACHE_DIR": str(folder)})
+    assert (done.returncode, done.stdout) == (0, expected), done.stderr[-2000:]

@@ -18,8 +18,9 @@ import yaml
 from conftest import ROOT, kvlab, load_config
 
 from kvlab import api
-from kvlab.util.numbers import MAX_POINTS
+from kvlab.util.numbers import GIB, MAX_POINTS
 from kvlab.workflow.config import line_of
+from kvlab.workloads import MAX_CONVERSATIONS, MAX_ROUNDS
 
 MODEL = ("--model-config", "models/Llama-3.1-8B-Instruct/config.json", "--gpu-system", "h100_sxm")
 DATA_LIMIT = 2**31  # bytes: a simulate of a few requests takes about 250 MB
@@ -79,8 +80,13 @@ def test_kvlab_simulate_sizes_nothing_by_max_num_seqs(conversation):
 def test_an_output_no_pool_holds_is_refused_in_one_line(conversation):
     """``--output-tokens 10**9``: every request is longer than the pool with its output, and the engine refuses each
     as it arrives (vLLM refuses a model length its KV cache cannot hold); it used to number each request's 2 million
-    generated blocks first (10.8 GB) and then say nothing of the refusals, with exit 0."""
-    done = limited("simulate", "--workload", "mooncake", "--trace", conversation, *MODEL, "--output-tokens", 10**9)
+    generated blocks first (10.8 GB) and then say nothing of the refusals, with exit 0. (10**9 is past the bound on an
+    output now: the longest allowed.)"""
+    from kvlab.engine.settings import MAX_OUTPUT_TOKENS
+
+    done = limited(
+        "simulate", "--workload", "mooncake", "--trace", conversation, *MODEL, "--output-tokens", MAX_OUTPUT_TOKENS
+    )
     line = one_line(done, 1)
     assert "every request (40)" in line and "--output-tokens" in line, line
 
@@ -102,10 +108,19 @@ def test_a_request_no_pool_holds_is_counted_when_others_are_served(tmp_path):
 # -- item 10: a benchmark's conversations within what its set-up does in seconds -------------------------------
 
 
-@pytest.mark.parametrize(("source", "option"), [("multi_round_qa", "num_users"), ("bench_multiturn", "num_clients")])
+@pytest.mark.parametrize(
+    ("source", "option"),
+    [
+        ("multi_round_qa", "num_users"),
+        ("bench_multiturn", "num_clients"),
+        ("multi_round_qa", "num_rounds"),
+        ("bench_multiturn", "max_rounds"),
+    ],
+)
 def test_the_config_check_refuses_conversations_past_the_bound(source, option, tmp_path):
-    """``num_users: 10**8`` set up for about 25 minutes and ``num_clients: 10**8`` ran past 120 s at 5.5 GB, after
-    ``kvlab config`` had let them through: it refuses them now, naming the key and its line."""
+    """``num_users: 10**8`` set up for about 25 minutes and ``num_clients: 10**8`` ran past 120 s at 5.5 GB, and
+    ``num_rounds: 10**8`` listed 10**8 rounds, after ``kvlab config`` had let them through: it refuses them now,
+    naming the key and its line."""
     config = load_config()
     config["replay"]["workloads"]["many"] = {"source": source, option: 10**8}
     text = yaml.safe_dump(config, sort_keys=False)
@@ -181,3 +196,144 @@ def test_a_grid_shows_its_progress_on_a_terminal(monkeypatch):
     grid = api.size(model_config=LLAMA, tokens=[1, 2, 3])
     assert "/3 " in sys.stderr.getvalue() and "point" in sys.stderr.getvalue()
     assert [result.tokens for result in grid] == [1, 2, 3]
+
+
+# -- the re-probe's residues: rounds, the policies' grids, a grid's values, an output, the activations -----------
+
+ROUNDS = ("--workload", "multi_round_qa", "--num-rounds", MAX_ROUNDS + 1)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("replay", *ROUNDS, "--gpu-tokens", 1000),
+        ("mrc", *ROUNDS),
+        ("ttft", "predict", *ROUNDS, *MODEL, "--gpu-tokens", 1000),
+        ("plan", *ROUNDS, "--model-config", LLAMA, "--gpu-tokens", 1000),
+        ("replay", "--workload", "bench_multiturn", "--min-rounds", MAX_ROUNDS + 1, "--gpu-tokens", 1000),
+    ],
+    ids=["replay", "mrc", "ttft predict", "plan", "min-rounds"],
+)
+def test_rounds_past_the_bound_are_refused_in_one_line(args):
+    """``--num-rounds 10**6`` printed 14 million lines (a JSON entry per round) and 10**7 ran out of memory, past
+    ``--max-memory``: every command refuses rounds past the bound, the API with the same words."""
+    line = one_line(kvlab(*args), 2)
+    assert line.startswith(f"kvlab {args[0]}") and f"<= {MAX_ROUNDS}" in line, line
+
+
+def test_kvlab_replay_refuses_rounds_as_the_command_does():
+    with pytest.raises(api.SettingError) as refused:
+        api.replay(workload="multi_round_qa", num_rounds=10**7, gpu_tokens=1000, max_memory="500M")
+    assert (
+        one_line(kvlab("replay", *ROUNDS[:3], 10**7, "--gpu-tokens", 1000), 2)
+        == f"kvlab replay: error: {refused.value}\n"
+    )
+
+
+def test_the_schema_bounds_the_benchmarks_as_the_options_do():
+    """config.yaml's schema says the benchmarks' bounds (its first words on a bad config) as the options do."""
+    schema = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
+    sources = {
+        branch["if"]["properties"]["source"].get("const"): branch["then"]["properties"]
+        for branch in schema["$defs"]["replay_workload"]["allOf"]
+        if "if" in branch
+    }
+    bounds = {"num_users": MAX_CONVERSATIONS, "num_clients": MAX_CONVERSATIONS, "num_rounds": MAX_ROUNDS}
+    bounds |= {"min_rounds": MAX_ROUNDS, "max_rounds": MAX_ROUNDS}
+    found = {
+        key: spec.get("maximum")
+        for source in ("multi_round_qa", "bench_multiturn")
+        for key, spec in sources[source].items()
+        if key in bounds
+    }
+    assert found == bounds
+
+
+def test_only_the_rounds_a_request_reaches_are_listed():
+    """A round no request reaches (multi_round_qa's users ask one question a ``num_users / qps`` gap, for ``--time``
+    seconds) has no line: ``--num-rounds 100`` over 60 s listed 100 rounds of which 4 had requests."""
+    document = json.loads(kvlab("replay", *ROUNDS[:3], 100, "--time", 60, "--gpu-tokens", 1000).stdout)
+    rounds = document["rounds"]
+    assert rounds and all(entry["requests"] for entry in rounds), [entry["round"] for entry in rounds]
+    assert [entry["round"] for entry in rounds] == [f"round{number}" for number in range(1, len(rounds) + 1)]
+    assert sum(entry["requests"] for entry in rounds) == document["requests"]
+
+
+TABLE = ("policies", "table", "--block-tokens", 16, "--write-policies", "write-through,write-back")
+TABLE += ("--evictions", "lru", "--workload", "lab", "--docs", 1, "--tokens", 16, "--passes", "fwd")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (*TABLE, "--gpu-tokens", comma(values(50)), "--cpu-tokens", comma(values(51))),
+        ("policies", "cliff", "--docs", 1, "--tokens", 16, "--passes", "fwd", "--gpu-tokens", 16, "--record-pass", 1)
+        + ("--cpu-tokens", comma(values(MAX_POINTS)), "--write-policies", "write-through,write-back"),
+    ],
+    ids=["table", "cliff"],
+)
+def test_a_policies_grid_past_the_bound_is_refused(args, tmp_path):
+    """Each list of ``kvlab policies`` was bounded, their product not: 50 GPU x 51 CPU rooms x 2 write policies ran
+    5,100 replays. Refused as plan's grid is, before any replay, nothing written."""
+    out = tmp_path / "out"
+    line = one_line(kvlab(*args, "--out", out), 2)
+    assert f"more than the bound of {MAX_POINTS:,}" in line and "--write-policies" in line, line
+    assert not out.exists()
+
+
+def test_a_huge_grid_is_refused_before_its_values_are_read():
+    """``gpu_tokens=range(1, 10**9)`` built a value per point before counting them (33 s, then a raw MemoryError);
+    a view of 10**12 numpy values that holds one is refused as fast."""
+    import numpy as np
+
+    for rooms in (range(1, 10**18), np.broadcast_to(np.int64(1000), (10**12,))):
+        with pytest.raises(api.SettingError, match=f"^argument --gpu-tokens: a grid of {len(rooms):,} points"):
+            api.replay(workload="lab", gpu_tokens=rooms)
+
+
+def test_an_output_past_any_context_is_refused_alike(conversation):
+    """``--output-tokens 10**8`` with a pool to hold it ran for minutes (a step per token), printing nothing: an output
+    longer than any model's context is refused by the command and the API in the same line."""
+    from kvlab.engine.settings import MAX_OUTPUT_TOKENS
+
+    too_long = MAX_OUTPUT_TOKENS + 1
+    line = one_line(
+        kvlab("simulate", "--workload", "mooncake", "--trace", conversation, *MODEL, "--output-tokens", too_long), 2
+    )
+    with pytest.raises(api.SettingError) as refused:
+        api.simulate(
+            workload="mooncake", trace=conversation, model_config=LLAMA, gpu_system="h100_sxm", output_tokens=too_long
+        )
+    assert line == f"kvlab simulate: error: {refused.value}\n"
+    assert "--output-tokens" in line and f"{MAX_OUTPUT_TOKENS}" in line
+
+
+def test_a_step_budget_whose_activations_fill_the_gpu_names_its_flag():
+    """``--max-num-batched-tokens 10**12``: the activations of the profiling pass, not the weights, leave no room, and
+    the line said "give a larger --tp"; it names the flag and the rule's figures (those of the default budget's
+    rule: the weights and the budget do not change with it)."""
+    from kvlab.engine.memory import gpu_pool
+    from kvlab.latency.hardware import HardwareModel, HardwareSettings
+
+    args = ("simulate", "--workload", "lab", *MODEL, "--max-num-batched-tokens", 10**12)
+    line = one_line(kvlab(*args), 2)
+    rule = gpu_pool(HardwareModel(HardwareSettings(model_config=LLAMA, gpu_system="h100_sxm"), 16), 16, 0.9, 8192)
+    assert "--max-num-batched-tokens" in line and "--tp" not in line, line
+    for figure in (rule.weights, rule.budget):
+        assert f"{figure / GIB:,.1f} GiB" in line, line
+
+
+def test_the_config_check_refuses_a_policies_grid_the_command_refuses(tmp_path):
+    """``policies.tables.rooms`` whose product with the write policies and evictions passes the bound: the job would
+    refuse it, so ``kvlab config`` does, naming the key and its line."""
+    config = load_config()
+    policies = config["policies"]
+    designs = len(policies["write_policies"]) * len(policies["evictions"])
+    policies["tables"]["rooms"]["cpu_tokens"] = values(MAX_POINTS // designs + 1)
+    text = yaml.safe_dump(config, sort_keys=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    line = one_line(kvlab("config", path, cwd=ROOT), 1)
+    key = ("policies", "tables")
+    assert line.startswith(f"kvlab config: error: {path}:{line_of(yaml.compose(text), key)}: policies.tables:"), line
+    assert f"more than the bound of {MAX_POINTS:,}" in line, line

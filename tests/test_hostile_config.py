@@ -171,6 +171,25 @@ def test_a_system_figure_out_of_any_machine_s_range_names_its_file_line_and_fiel
     assert f"{system}:{number}: gpu.bfloat16_tc_flops" in line, line
 
 
+def test_a_number_yaml_reads_as_text_is_said_so(tmp_path):
+    """YAML 1.1 (PyYAML, Snakemake) reads ``989e12`` and ``4e-1`` as text: the line says how to write the number."""
+    system = tmp_path / "system.yaml"
+    system.write_text(
+        SYSTEM.read_text(encoding="utf-8").replace(
+            "bfloat16_tc_flops:", "bfloat16_tc_flops: 989e12\n  was_bfloat16_tc_flops:", 1
+        ),
+        encoding="utf-8",
+    )
+    done = kvlab("ttft", "predict", "--workload", "lab", "--docs", 2, "--gpu-tokens", 10000, "--model-config",
+                 ROOT / "models" / "Qwen2.5-1.5B-Instruct" / "config.json", "--gpu-system", system)  # fmt: skip
+    line = one_line_error(done, code=2).rstrip("\n")
+    assert line.endswith("got '989e12' (YAML 1.1 reads 989e12 as text: write 989.0e12)"), line
+    config = load_config()
+    hardware(config)["simulate"]["budgets"]["speedup"] = "4e-1"  # as YAML reads 4e-1
+    line = one_line_error(kvlab("config", config_file(tmp_path, config), cwd=ROOT)).rstrip("\n")
+    assert line.endswith("is not of type 'number' (YAML 1.1 reads 4e-1 as text: write 4.0e-1)"), line
+
+
 # -- item 15: one line, in the command's own words, before any work ------------------------------------------------
 
 LLAMA = ["--model-config", ROOT / "models" / "Llama-3.1-8B-Instruct" / "config.json", "--gpu-system", "h100_sxm"]

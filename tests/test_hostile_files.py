@@ -28,9 +28,21 @@ MODEL = ROOT / "models" / "tiny-llama-cpp" / "config.json"
 HARDWARE = ("--model-config", MODEL, "--latency-source", "roofline")
 TRACE_FLAGS = ("--workload", "requests", "--hash-block-tokens", 16, "--hash-chaining", "chained")
 # request ids a spreadsheet reads as a formula (OWASP's "CSV Injection"), and others: a number (negative too), and
-# a carriage return, where a reader would end the row and start the next one with a formula
-FORMULAS = ['=HYPERLINK("http://evil")', "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "\n=1"]
-OTHERS = ["doc-7", -7, 12, "a\r=1+1"]
+# a carriage return, where a reader would end the row and start the next one with a formula; and a formula behind
+# what some spreadsheets strip first (whitespace, a control character)
+FORMULAS = [
+    '=HYPERLINK("http://evil")',
+    "+1+1",
+    "-2+3",
+    "@SUM(A1)",
+    "\t=1",
+    "\r=1",
+    "\n=1",
+    "\x00=1",
+    "\u00a0=1",
+    " =x",
+]
+OTHERS = ["doc-7", -7, 12, "a\r=1+1", " doc"]
 
 
 def one_line(done, code):
@@ -151,6 +163,17 @@ def test_a_urls_query_and_fragment_are_never_shown(url, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("userinfo", [f"{SECRET}:", f"{SECRET}:x", f"user:{SECRET}", SECRET])
+def test_a_urls_user_information_is_never_shown(userinfo, tmp_path):
+    """A token may be given as the user name, the password empty or not: all of it is hidden. The URL is a base
+    URL, so the command runs, and names it when nothing answers (port 9 is discard's, closed here)."""
+    url = f"http://{userinfo}@127.0.0.1:9/"
+    argv = ("measure", "--base-url", url, "--model", "m", "--docs", 1, "--tokens", 1, "--config-name", "c")
+    line = one_line(kvlab(*argv, "--out", "m.jsonl", cwd=tmp_path), 1)
+    assert SECRET not in line and "http://***@127.0.0.1:9/" in line, line
+    assert not list(tmp_path.iterdir())
+
+
 # -- a cell a spreadsheet would run is text -----------------------------------------------------------------------
 
 
@@ -180,6 +203,22 @@ def test_a_read_only_output_is_refused_and_kept(tmp_path):
     assert line.endswith(f"{table}: cannot write: Permission denied\n")
     assert table.read_text() == "keep me\n" and stat.S_IMODE(table.stat().st_mode) == 0o444
     assert not [path.name for path in tmp_path.iterdir() if path.name.startswith(".kvlab-")]
+
+
+@pytest.mark.parametrize("name", ["o.csv/", "o.csv/."])
+def test_an_output_named_as_a_folder_is_a_usage_error(name, tmp_path):
+    line = one_line(kvlab(*replay(tmp_path, "--per-request", name), cwd=tmp_path), 2)
+    assert f"argument --per-request: {name}: names a folder, not a file" in line, line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["trace.jsonl"]
+
+
+@pytest.mark.parametrize("name", ["conv.csv", "conv.jsonl.gz", "conv.csv.gz"])
+def test_a_converted_trace_is_never_named_as_another_format(name, tmp_path):
+    """kvlab reads a requests trace named ``.csv`` as CSV and any ``.gz`` as compressed; convert writes JSONL."""
+    argv = ("trace", "convert", *TRACE_FLAGS, "--trace", trace(tmp_path), "--to", "requests", "--out", name)
+    line = one_line(kvlab(*argv, cwd=tmp_path), 2)
+    assert f"argument --out: {name}: " in line, line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["trace.jsonl"]
 
 
 @pytest.mark.parametrize("flag", ["--per-request", "--trace"])

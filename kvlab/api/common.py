@@ -232,19 +232,27 @@ def _grid(one, settings, axes):
     from kvlab.util.numbers import grid_points
     from kvlab.util.progress import progress_bar
 
+    arrays = set()  # numpy arrays and pandas Series, read once their sizes are within the bound
     for axis in axes:
-        if hasattr(settings[axis], "tolist") and not isinstance(settings[axis], numbers.Number):
-            settings[axis] = settings[axis].tolist()
-    varied = [axis for axis in axes if isinstance(settings[axis], list | tuple | range)]
+        value = settings[axis]
+        if hasattr(value, "tolist") and not isinstance(value, numbers.Number):
+            if hasattr(value, "__len__") and getattr(value, "ndim", 1):
+                arrays.add(axis)
+            else:  # a 0-d array: its value
+                settings[axis] = value.tolist()
+    varied = [axis for axis in axes if isinstance(settings[axis], list | tuple | range) or axis in arrays]
     if not varied:
         return _guarded(one, settings)
     for axis in varied:
         if not len(settings[axis]):
             raise SettingError(f"argument {_flag(axis)}: expected a value or a list of values, got an empty list")
+    grid_points({axis: len(settings[axis]) for axis in varied})  # its sizes before any value is read
+    for axis in varied:
+        if axis in arrays:
+            settings[axis] = settings[axis].tolist()
         points = [_point(value) for value in settings[axis]]
         if len(set(points)) != len(points):  # as kvlab.cli.base.listing refuses a flag's list: one point, one result
             raise SettingError(f"argument {_flag(axis)}: an item is given twice in {shown(list(settings[axis]))}")
-    grid_points({axis: len(settings[axis]) for axis in varied})  # before any point runs
     points = tuple(product(*(settings[axis] for axis in varied)))
     bar = progress_bar(len(points), unit="point")  # on a terminal, once a grid has run for a second
     results = []

@@ -125,7 +125,10 @@ def input_file(text):
 
 def output_file(text):
     """The type of an argument naming a file the command writes: an empty name is no file (the rename of a
-    finished output over the working folder would fail, its temporary file left beside it)."""
+    finished output over the working folder would fail, its temporary file left beside it), and one ending in
+    ``/`` (or ``/.``) is a folder (a rename would write the file before it)."""
+    if text and os.path.basename(text) in ("", ".", ".."):
+        raise argparse.ArgumentTypeError(f"{text}: names a folder, not a file")
     return input_file(text)
 
 

@@ -17,6 +17,7 @@ from kvlab.cli.flags import (
 from kvlab.cli.types import rooms, tokens
 from kvlab.util.files import dump_json
 from kvlab.util.memory import PANDAS_BYTES, Footprint
+from kvlab.util.numbers import grid_points
 from kvlab.workloads import pass_list, whole_number
 
 
@@ -70,6 +71,7 @@ def cliff_json(args):
     from kvlab.designs import cpu_cliff
     from kvlab.workloads import LabWorkload, WorkloadError
 
+    grid_points({"cpu_tokens": len(args.cpu_tokens), "write_policies": len(args.write_policies)})  # one replay each
     if args.record_pass > len(args.passes):
         raise UsageError(f"--record-pass {args.record_pass} but --passes has only {len(args.passes)}")
     try:  # the lab workload's own limits, before any replay
@@ -91,6 +93,8 @@ def table_csv(args):
     block_rules = {"partial_blocks": args.partial_blocks, "eviction_order": args.eviction_order}
     switches = {switch: getattr(args, switch) for switch in LMCACHE_SWITCHES}
     grid = {key: getattr(args, key) for key in ("gpu_tokens", "cpu_tokens", "block_tokens")}
+    designs = {"write_policies": args.write_policies, "evictions": args.evictions}
+    grid_points({key: len(values) for key, values in (grid | designs).items()})  # a replay each, before any
     for block in grid["block_tokens"]:  # bad settings first (usage errors), then the replays (bad input)
         make(block)
     on = [switch for switch, value in switches.items() if value]

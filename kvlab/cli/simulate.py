@@ -17,7 +17,7 @@ from kvlab.cli.flags import (
 from kvlab.cli.replay import add_cache_arguments
 from kvlab.cli.types import number_in
 from kvlab.engine.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
-from kvlab.engine.settings import GENERATED_BLOCKS, SCHEDULERS, EngineSettings
+from kvlab.engine.settings import GENERATED_BLOCKS, MAX_OUTPUT_TOKENS, SCHEDULERS, EngineSettings
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.workloads import whole_number
 
@@ -32,7 +32,8 @@ ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
     "chunked_prefill": "cut a prompt longer than the budget left into chunks (default: on, as vLLM v1)",
     "generated_blocks": "keep: a request's full generated blocks stay cached when it lets go (vLLM); drop: freed"
     " empty, as the sequential replay (default %(default)s)",
-    "output_tokens": "every request's output length (default: the trace's output_length)",
+    "output_tokens": "every request's output length (default: the trace's output_length; at most"
+    f" {MAX_OUTPUT_TOKENS:,}, kvlab/engine/settings.py)",
     "gpu_memory_utilization": "the share of GPU memory the engine takes (vLLM's flag; default %(default)s)",
 }
 CHOICES = {"generated_blocks": GENERATED_BLOCKS, "scheduler": SCHEDULERS}

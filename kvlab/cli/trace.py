@@ -1,7 +1,7 @@
 """``kvlab trace``: a trace's figures (``stats``: requests, blocks, distinct blocks, the share reused at unlimited
 room) or the trace written in another format (``convert``: kvlab's requests JSONL, or Mooncake's)."""
 
-from kvlab.cli.base import Outputs, Parser, run, summary
+from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
 from kvlab.cli.flags import add_workload_arguments, workload_options
 from kvlab.cli.types import block_tokens
 from kvlab.util.files import dump_json
@@ -31,6 +31,9 @@ def execute(args, parser):
     from kvlab.api.common import workload_of
     from kvlab.workloads import requests
 
+    if args.command == "convert" and (args.out.endswith(".gz") or args.to == "requests" and requests.is_csv(args.out)):
+        read = "compressed" if args.out.endswith(".gz") else "CSV"  # as kvlab.util.files.open_input and is_csv read
+        raise UsageError(f"argument --out: {args.out}: kvlab would read it as {read}, and convert writes plain JSONL")
     made = workload_of(args.workload, workload_options(args), args.block_tokens, "trace")
     if args.command == "stats":
         return Outputs(stdout=dump_json(requests.stats(made)))

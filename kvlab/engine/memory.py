@@ -79,8 +79,18 @@ def gpu_pool(model, block_tokens, utilization, batched_tokens):
     block_bytes = model.bytes_per_token * block_tokens
     blocks = int((budget - weights - activations - runtime) // block_bytes)
     if blocks < 1:
+        gib = 1 << 30
+        figures = (
+            f"the budget of {budget / gib:,.1f} GiB (--gpu-memory-utilization x memory) less the weights'"
+            f" {weights / gib:,.1f} GiB, the activations' {activations / gib:,.1f} GiB and the runtime's"
+            f" {runtime / gib:,.1f} GiB"
+        )
+        if budget - weights - MIN_ACTIVATION_BYTES - runtime >= block_bytes:  # the step's budget sized them past room
+            remedy = f"a smaller --max-num-batched-tokens than {batched_tokens:,} (the activations are sized by it)"
+        else:
+            remedy = "a larger --tp"
         raise SettingError(
-            f"{settings.model_config}: on {system.name} at tp {tp} its weights and activations leave no room for"
-            " KV blocks: give a larger --tp or --gpu-blocks"
+            f"{settings.model_config}: on {system.name} at tp {tp} no KV block fits in {figures}: give {remedy} or"
+            " --gpu-blocks"
         )
     return PoolRule(budget, weights, activations, runtime, block_bytes, blocks)

@@ -5,10 +5,15 @@ from dataclasses import dataclass, fields
 
 from kvlab.util.errors import SettingError
 
-__all__ = ["GENERATED_BLOCKS", "SCHEDULERS", "EngineSettings", "engine_setting_names"]
+__all__ = ["GENERATED_BLOCKS", "MAX_OUTPUT_TOKENS", "SCHEDULERS", "EngineSettings", "engine_setting_names"]
 
 GENERATED_BLOCKS = ("keep", "drop")
 SCHEDULERS = ("vllm", "sglang")
+# The longest output a request may ask (--output-tokens), in tokens: a model's context holds prompt and output, and the
+# longest context of any model is Llama 4 Scout's 10 million (meta-llama/Llama-4-Scout-17B-16E); the shipped models'
+# reach 393,216 (models/Devstral-Small-2-24B-Instruct/config.json max_position_embeddings). The engine steps once per
+# output token, so 10**8 ran for minutes, saying nothing (issue 36); 10**7 on one request takes seconds.
+MAX_OUTPUT_TOKENS = 10**7
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +45,11 @@ class EngineSettings:
                 raise SettingError(
                     f"argument --{name.replace('_', '-')}: expected a whole number >= {low}, got {value!r}"
                 )
+        if self.output_tokens is not None and self.output_tokens > MAX_OUTPUT_TOKENS:
+            raise SettingError(
+                f"argument --output-tokens: expected a whole number <= {MAX_OUTPUT_TOKENS} (no model's context is"
+                f" longer), got {self.output_tokens!r}"
+            )
         if self.scheduler not in SCHEDULERS:
             raise SettingError(f"argument --scheduler: must be one of vllm, sglang, got {self.scheduler!r}")
         if self.generated_blocks not in GENERATED_BLOCKS:

@@ -19,6 +19,7 @@ from pathlib import Path
 from kvlab.util import user_cache
 from kvlab.util.errors import SettingError
 from kvlab.util.files import shown
+from kvlab.util.numbers import yaml_text_number
 
 __all__ = ["BACKENDS", "System", "database_version", "database_versions", "read_system", "system_names"]
 
@@ -141,7 +142,7 @@ def read_system(name):
             line = line_of(path, label, key)
             raise SettingError(
                 f"{path.as_posix()}{line}: {label}.{key} must be a number of {unit} from {low:g} to {high:g},"
-                f" got {shown(value)}"
+                f" got {shown(value)}{yaml_text_number(value)}"
             )
         return float(value)
 

@@ -43,21 +43,20 @@ class ServerError(ValueError):
 
 
 def masked(url):
-    """``url`` with its password (or a lone user name, which may be a token), each value of its query (``?key=``)
-    and its fragment replaced by ``***``. Text that is not a valid URL too, so that a mistyped one can be shown: all
-    before its last ``@`` is then taken for the user information, which hides a password however it is written (a
-    ``/`` or ``#`` in it, no scheme)."""
+    """``url`` with its user information (all of it: a token is often given as the user name, the password empty),
+    each value of its query (``?key=``) and its fragment replaced by ``***``. Text that is not a valid URL too, so
+    that a mistyped one can be shown: all before its last ``@`` is then taken for the user information, which hides
+    a password however it is written (a ``/`` or ``#`` in it, no scheme)."""
     scheme, sep, rest = url.partition("://")
     head, rest = (scheme + sep, rest) if sep else ("", url)
     if _problem(url) is None:  # a base URL: no query, no fragment
         netloc = urllib.parse.urlsplit(url).netloc  # what follows the "://"
         if "@" not in netloc:
             return url
-        userinfo, _, host = netloc.rpartition("@")
-        return f"{head}{_hidden(userinfo)}@{host}{rest[len(netloc) :]}"
+        return f"{head}{HIDDEN}@{netloc.rpartition('@')[2]}{rest[len(netloc) :]}"
     if "@" in rest:
-        userinfo, _, rest = rest.rpartition("@")
-        head = f"{head}{_hidden(userinfo)}@"
+        head = f"{head}{HIDDEN}@"
+        rest = rest.rpartition("@")[2]
     rest, hash_, fragment = rest.partition("#")
     rest, question, query = rest.partition("?")
     query = QUERY_FIELD.sub(lambda field: _hidden_value(field[0]), query)
@@ -68,12 +67,6 @@ def _hidden_value(field):
     """``name=***`` for a query's ``name=value``; ``***`` for a bare value."""
     name, equals, _ = field.partition("=")
     return f"{name}={HIDDEN}" if equals else HIDDEN
-
-
-def _hidden(userinfo):
-    """``user:***`` for ``user:password``; ``***`` for a lone user name."""
-    user, colon, _ = userinfo.partition(":")
-    return f"{user}:{HIDDEN}" if colon else HIDDEN
 
 
 def _problem(text):

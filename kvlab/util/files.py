@@ -2,8 +2,8 @@
 never costs more than its limit, and every error is one line that names the file (and line).
 
 Inputs: a path, ``-`` for standard input, or a ``.gz`` file (decompressed as it streams). Outputs: written to
-temporary files beside their targets and renamed over them only when all are complete, with the mode the umask
-gives (not ``mkstemp``'s 0600); a write-protected file is not replaced.
+temporary files beside their targets and renamed over them only when all are complete, with the mode the file
+replaced had, else the one the umask gives (not ``mkstemp``'s 0600); a write-protected file is not replaced.
 """
 
 import errno
@@ -318,17 +318,20 @@ def dump_json(document):
         raise ValueError("a result is not a finite number (an input too large?)") from None
 
 
-FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")  # what a spreadsheet may read as a formula's start (OWASP)
+FORMULA = ("=", "+", "-", "@")  # what a spreadsheet may read as a formula's start (OWASP)
+RISKY = ("\t", "\r", "\n")  # starts OWASP names too
 
 
 def cell(value):
     """A CSV cell a spreadsheet shows and never runs (OWASP's "CSV Injection"): text starting as a formula would,
+    or whose first character past whitespace and control characters does (some spreadsheets strip those first),
     put behind a ``'``; a carriage return made a newline (Python's csv quotes a field holding a newline, not one
     holding a lone carriage return, which readers take for the row's end: what follows would start a row of its
     own). A number stays a number, a negative one too."""
     if not isinstance(value, str):
         return value
-    return ("'" if value.startswith(FORMULA) else "") + value.replace("\r", "\n")
+    first = next((char for char in value if char.isprintable() and not char.isspace()), "")
+    return ("'" if value.startswith(RISKY) or first in FORMULA else "") + value.replace("\r", "\n")
 
 
 def csv_text(rows, columns):
@@ -359,6 +362,15 @@ def _mode():
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def _kept_mode(target, new):
+    """The permission bits of the file ``target`` that an output replaces, as a shell's ``>`` keeps them (a private
+    file stays private; set-user-ID and the like dropped, as a write drops them); ``new`` where there is none."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode) & 0o777
+    except OSError:
+        return new
 
 
 def check_writable(target):
@@ -423,7 +435,7 @@ def write_together(texts):
             written.append((temporary, target, path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.chmod(temporary, mode)
+            os.chmod(temporary, _kept_mode(target, mode))
         for path, data in encoded.items():
             if special(path):
                 write_in_place(path, data)

@@ -19,6 +19,7 @@ import os
 import pickle
 import pickletools
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -117,6 +118,9 @@ def copy_cache(source, target):
             shutil.copy2(cached, copy)
 
 
+LARGEST = 64 * 2**20  # bytes: numba's largest cache file here is about 400 KB; a larger one is not one of its own
+
+
 def discard_damaged(module):
     """Remove the cache of each kernel of the module file ``module`` whose files are not whole pickles, so that
     numba compiles it again rather than fail: numba tolerates a missing cache file ("Cache sharing" in its user
@@ -124,9 +128,18 @@ def discard_damaged(module):
     ``_load_index`` and ``_load_data``: a traceback). Both files are pickles (numba's "Notes on Caching"): an index
     (``.nbi``, a few hundred bytes) is read opcode by opcode (:mod:`pickletools`, no object built); a data file
     (``.nbc``, up to 400 KB of object code) only where a pickle starts and ends (its PROTO and STOP opcodes), so a
-    cut that happens to end on a STOP byte gets past: about 10 ms of CPU for kvlab simulate's three modules. Where
-    the cache cannot be removed (a read-only checkout), numba reads it as it would anyway."""
+    cut that happens to end on a STOP byte gets past: about 10 ms of CPU for kvlab simulate's three modules. Only a
+    regular file of at most :data:`LARGEST` bytes is read: a named pipe (a read waits for ever), a device (a link to
+    /dev/zero: endless), a folder (numba's rename of a new file onto it fails) or a larger file is damaged too. A
+    changed byte inside the object code passes: numba keeps no checksum to tell. The cache is where numba keeps it:
+    beside the module, or under ``NUMBA_CACHE_DIR`` (its ``UserProvidedCacheLocator``; kvlab sets it for a
+    read-only checkout). Where the cache cannot be removed (a read-only checkout of its own), numba reads it as it
+    would anyway."""
+    from numba.core import caching, config
+
     folder = Path(module).parent / "__pycache__"
+    if config.CACHE_DIR:  # numba's reading of NUMBA_CACHE_DIR
+        folder = Path(config.CACHE_DIR, caching.UserProvidedCacheLocator.get_suitable_cache_subpath(module))
     kernels = {}  # a kernel's cache, as numba names it ("<module>.<kernel>-<line>.py311") -> its files
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
@@ -134,10 +147,25 @@ def discard_damaged(module):
                 kernel = name.rsplit(".", 2 if name.endswith(".nbc") else 1)[0]  # less ".nbi", or ".<n>.nbc"
                 kernels.setdefault(kernel, []).append(folder / name)
     for files in kernels.values():
-        if not all(_whole_pickles(path) if path.suffix == ".nbi" else _framed(path) for path in files):
+        if not all(map(_sound, files)):
             for path in files:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+
+
+def _sound(path):
+    """Whether ``path`` is a cache file numba can read: a regular file (or a link to one) of at most
+    :data:`LARGEST` bytes, whole as :func:`_whole_pickles` (an index) or :func:`_framed` (data) judges it."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(status.st_mode) or status.st_size > LARGEST:
+        return False
+    return _whole_pickles(path) if path.suffix == ".nbi" else _framed(path)
 
 
 def _whole_pickles(path):

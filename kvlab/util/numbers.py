@@ -3,7 +3,7 @@ they must run alone)."""
 
 import math
 
-__all__ = ["GIB", "MAX_POINTS", "MAX_WHOLE", "grid_points"]
+__all__ = ["GIB", "MAX_POINTS", "MAX_WHOLE", "grid_points", "yaml_text_number"]
 
 MAX_WHOLE = 2**53  # any count of tokens, blocks, documents or bytes, and timestamps: exact as a float and in int64 sums
 GIB = 2**30  # a GiB (gibibyte): every budget in kvlab is in GiB of 2**30 bytes
@@ -30,3 +30,14 @@ def grid_points(sizes):
         shape = " x ".join(f"{count:,}" for count in sizes.values()) if len(sizes) > 1 else ""
         raise SettingError(f"argument{'s' if len(sizes) > 1 else ''} {flags}: {too_many_points(points, shape)}")
     return points
+
+
+def yaml_text_number(value):
+    """What to say of a YAML value that reads as a number to a person but as text to YAML 1.1 (PyYAML's resolver,
+    Snakemake's too: ``989e12`` and ``4e-1`` need a dot, ``989.0e12``), or "" for any other value."""
+    import re
+
+    if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", value.strip()):
+        mantissa, _, exponent = value.strip().lower().partition("e")
+        return f" (YAML 1.1 reads {value} as text: write {mantissa}.0e{exponent})"
+    return ""

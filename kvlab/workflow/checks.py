@@ -6,6 +6,8 @@ from pathlib import Path
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import make_cache
 from kvlab.sizing.model_size import ModelConfigError, no_tokens, read_model_config
+from kvlab.util.errors import SettingError
+from kvlab.util.numbers import grid_points
 from kvlab.workflow.commands import replay_cache
 from kvlab.workflow.config import dotted
 from kvlab.workflow.paths import EXAMPLE_MEASUREMENT, RESERVED, mrc_grid, mrc_plotted, replay_rooms, simulate_points
@@ -165,6 +167,18 @@ def check_policies(config):
         raise ConfigError(
             f"config: sweeps.{sweep}.fixed must fix gpu for policies.cpu_cliff", ("sweeps", sweep, "fixed")
         )
+    designs = {"write_policies": policies["write_policies"]}
+    grids = {  # a replay per point, bounded as the commands bound them
+        "cpu_cliff": {"cpu_tokens": policies["cpu_cliff"].get("grid", config["sweeps"][sweep]["grid"])} | designs,
+        "tables": {**policies["tables"]["rooms"], **designs, "evictions": policies["evictions"]},
+    }
+    for part, grid in grids.items():
+        try:
+            grid_points({key: len(values) for key, values in grid.items()})
+        except SettingError as error:
+            raise ConfigError(
+                f"config: policies.{part}: kvlab policies refuses it: {error}", ("policies", part)
+            ) from None
     for workload in policies["tables"]["workloads"]:
         spec = check_replay_workload(config, "policies.tables.workloads", workload)
         check_trace_blocks("policies.tables.rooms.block_tokens", spec, policies["tables"]["rooms"]["block_tokens"])

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from kvlab.util.files import line_of
-from kvlab.util.numbers import MAX_WHOLE
+from kvlab.util.numbers import MAX_WHOLE, yaml_text_number
 
 __all__ = [
     "MAX_NODES",
@@ -251,7 +251,7 @@ def validate(config, root=None, path="config.yaml", schema=SCHEMA, where=None):
         if message.startswith(instance) and len(instance) > 40:  # the value itself, too long to show
             message = "the value" + message[len(instance) :]
         message = message if len(message) <= 200 else message[:195] + "..."
-        raise ConfigFileError(f"{where(key)}: {dotted(key)}: {message}")
+        raise ConfigFileError(f"{where(key)}: {dotted(key)}: {message}{yaml_text_number(error.instance)}")
 
 
 def load_mapping(path):

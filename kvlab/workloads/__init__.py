@@ -27,6 +27,7 @@ from kvlab.workloads.traces import FORMATS, TraceError
 __all__ = [
     "MAX_ACCESSES",
     "MAX_CONVERSATIONS",
+    "MAX_ROUNDS",
     "MAX_WHOLE",
     "WORKLOADS",
     "Option",
@@ -48,6 +49,11 @@ MAX_ACCESSES = 10**8  # block accesses of a generated workload (a trace has no s
 # (multi_round_qa's ramp-up, about 5 us a user; bench_multiturn's ready queue): 10**6 take seconds, 10**8 took 25
 # minutes (issue 36). The benchmarks' own runs have tens to hundreds.
 MAX_CONVERSATIONS = 10**6
+# Rounds of a benchmark's conversation (--num-rounds; bench_multiturn's --min-rounds, --max-rounds): the benchmarks'
+# defaults and documented runs ask 5 or 10 (docs/workloads.md), and at 10**4 the last prompt of multi_round_qa's default
+# growth (119 tokens a round) is 1.2 million tokens, past every shipped model's context (the longest, 393,216:
+# models/Devstral-Small-2-24B-Instruct/config.json). 10**6 printed 14 million lines, 10**7 ran out of memory (issue 36).
+MAX_ROUNDS = 10**4
 
 
 class WorkloadError(ValueError):
@@ -426,7 +432,8 @@ class ConversationWorkload(Workload):
 
     @property
     def rounds(self):
-        return [f"round{number}" for number in range(1, self.most + 1)]
+        """The rounds some request reaches (a multi_round_qa user may run out of ``--time`` before ``--num-rounds``)."""
+        return [f"round{number}" for number in range(1, self.reached + 1)]
 
     def turns(self):
         """The requests in order, as :class:`kvlab.workloads.benchmarks.Turn`."""
@@ -439,6 +446,7 @@ class ConversationWorkload(Workload):
     def size(self, counts):
         """Keep the workload's size from ``{turns: conversations making that many}``; refuse one past
         :data:`MAX_ACCESSES`."""
+        self.reached = max((turns for turns, many in counts.items() if many), default=0)
         self._requests = sum(turns * many for turns, many in counts.items())
         self._tokens = sum(self.growth.sum_tokens(turns) * many for turns, many in counts.items())
         self._accesses = sum(self.growth.sum_blocks(turns, self.block_tokens) * many for turns, many in counts.items())
@@ -473,9 +481,10 @@ class ConversationWorkload(Workload):
 
 NUM_ROUNDS = Option(
     "num_rounds",
-    whole_number(1),
+    whole_number(1, MAX_ROUNDS),
     5,
-    "rounds of each conversation (default 5: bench_multiturn's default, multi_round_qa's documented example)",
+    f"rounds of each conversation (default 5: bench_multiturn's default, multi_round_qa's documented example; at most"
+    f" {MAX_ROUNDS:,})",
 )
 
 
@@ -500,11 +509,11 @@ class BenchMultiturnWorkload(ConversationWorkload):
         NUM_ROUNDS,
         Option(
             "min_rounds",
-            whole_number(0),
+            whole_number(0, MAX_ROUNDS),
             0,
             "fewest rounds of a client, drawn per client (default 0: --num-rounds)",
         ),
-        Option("max_rounds", whole_number(0), 0, "most rounds of a client (default 0: --num-rounds)"),
+        Option("max_rounds", whole_number(0, MAX_ROUNDS), 0, "most rounds of a client (default 0: --num-rounds)"),
         Option("request_length", whole_number(1), 512, "tokens of a client's first prompt (default 512)"),
         Option(
             "sub_question_input_length",

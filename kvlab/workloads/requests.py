@@ -27,7 +27,7 @@ from kvlab.util.files import BATCH_BYTES, InputError, line_batches, number_text,
 from kvlab.util.numbers import MAX_WHOLE
 from kvlab.workloads.traces import BOM, ID_RANGE, NO_BOM, Batch, TraceError
 
-__all__ = ["FIELDS", "RequestTrace", "check_head", "convert", "read_requests", "stats"]
+__all__ = ["FIELDS", "RequestTrace", "check_head", "convert", "is_csv", "read_requests", "stats"]
 
 PROMPTS = ("prompt_token_ids", "hash_ids")
 FIELDS = ("timestamp", "input_length", "output_length", "request_id", *PROMPTS)
@@ -154,10 +154,15 @@ def _integer_text(text):
     return number_text(text, whole=True) and len(text.lstrip("+-")) <= 40
 
 
+def is_csv(path):
+    """Whether a trace named ``path`` is read as CSV (else JSONL)."""
+    return str(path).removesuffix(".gz").endswith(".csv")
+
+
 def _records(path, size):
     """Yield ``(first line number, [(line number, record)], fraction)`` per batch of lines: JSON objects, or a
     CSV file's rows as objects (a ``.csv`` or ``.csv.gz`` name)."""
-    comma = str(path).removesuffix(".gz").endswith(".csv")
+    comma = is_csv(path)
     header = None
     for first, raws, fraction in line_batches(path, size):
         records = []
