@@ -7,7 +7,9 @@ SIGBUS kills it)."""
 
 import hashlib
 import importlib.machinery
+import io
 import os
+import pickletools
 import shutil
 import subprocess
 import sys
@@ -43,6 +45,20 @@ def module_path(package):
 def truncated(path, source=None):
     """``path`` cut to its first 4 KiB (``source``'s, where given)."""
     path.write_bytes((source or path).read_bytes()[:4096])
+
+
+def first_pickle(path):
+    """``path`` cut where its first pickle ends (an index without its overloads)."""
+    stream = io.BytesIO(path.read_bytes())
+    for _ in pickletools.genops(stream):
+        pass
+    path.write_bytes(stream.getvalue()[: stream.tell()])
+
+
+def cut_at_stop(path):
+    """``path`` cut halfway, just after a STOP byte (it starts and ends as a pickle does)."""
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rindex(b".", 0, len(data) // 2) + 1])
 
 
 def garbage(path):
@@ -92,6 +108,13 @@ CASES = {
             garbage(cached(p, "engine/kernel.py", "known_prices", ".nbi")),
             truncated(cached(p, "workloads/dense.py", "_intern", ".nbi")),
             truncated(cached(p, "engine/kernel.py", "moved_prices", ".nbc")),
+        ),
+    ),  # fmt: skip
+    "numba: an index of one pickle, data cut at a STOP byte": (
+        STATS,
+        lambda p: (
+            first_pickle(cached(p, "workloads/dense.py", "_intern", ".nbi")),
+            cut_at_stop(cached(p, "workloads/dense.py", "_rehash", ".nbc")),
         ),
     ),  # fmt: skip
     "numba: a named pipe, a link to a device, a folder": (

@@ -271,3 +271,11 @@ def test_a_single_plans_frame_keeps_whole_numbers_whole(trace):
     assert frame["load.requests"].iloc[0] == plan.to_dict()["load"]["requests"]
     row = api.plan(**planned, cpu_gib=[1, 2]).to_frame().iloc[0]
     assert "--kv-offloading-size 1" in row["engine.setting"]
+
+
+def test_a_memory_share_past_its_range_names_the_range_it_holds():
+    """1e-300 is in (0, 1] but not in the range the flag holds: the line states the range that refused it."""
+    simulated = {**LAB, **ROOFLINE, "output_tokens": 2, "gpu_memory_utilization": 1e-300}
+    line = refused(kvlab("simulate", *flags(simulated)))
+    assert line == api_refusal(api.simulate, **simulated).replace("got 1e-300", "got '1e-300'")
+    assert line.startswith("argument --gpu-memory-utilization: expected a number from 1e-09 to 1")

@@ -17,7 +17,7 @@ from kvlab.cli.flags import (
 from kvlab.cli.replay import add_cache_arguments
 from kvlab.cli.types import number_in
 from kvlab.engine.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
-from kvlab.engine.settings import GENERATED_BLOCKS, MAX_OUTPUT_TOKENS, SCHEDULERS, EngineSettings
+from kvlab.engine.settings import GENERATED_BLOCKS, MAX_OUTPUT_TOKENS, SCHEDULERS, UTILIZATION, EngineSettings
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.workloads import whole_number
 
@@ -43,7 +43,9 @@ TYPES = {
     "max_num_batched_tokens": argument(whole_number(1)),
     "max_num_seqs": argument(whole_number(1)),
     "output_tokens": argument(whole_number(1)),
-    "gpu_memory_utilization": argument(number_in(1e-9, 1, "a number in (0, 1]")),
+    "gpu_memory_utilization": argument(
+        number_in(*UTILIZATION, f"a number from {UTILIZATION[0]:g} to {UTILIZATION[1]:g}")
+    ),
 }
 
 

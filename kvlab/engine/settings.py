@@ -16,6 +16,9 @@ SCHEDULERS = ("vllm", "sglang")
 MAX_OUTPUT_TOKENS = 10**7
 
 
+UTILIZATION = (1e-9, 1)  # --gpu-memory-utilization: a share of the GPU's memory
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     """``scheduler``: vLLM v1's (kvlab/engine/simulator.py ``Engine._step``) or SGLang's (``Engine._step_sglang``);
@@ -55,8 +58,11 @@ class EngineSettings:
         if self.generated_blocks not in GENERATED_BLOCKS:
             raise SettingError(f"argument --generated-blocks: must be one of keep, drop, got {self.generated_blocks!r}")
         utilization = self.gpu_memory_utilization
-        if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
-            raise SettingError(f"argument --gpu-memory-utilization: expected a number in (0, 1], got {utilization!r}")
+        low, high = UTILIZATION
+        if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not low <= utilization <= high:
+            raise SettingError(
+                f"argument --gpu-memory-utilization: expected a number from {low:g} to {high:g}, got {utilization!r}"
+            )
 
     def check_sequence(self, number, tokens, output):
         """SettingError when request ``number`` (from 1), ``tokens`` of prompt and ``output`` tokens, is longer at its

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import io
 import os
-import pickle
 import pickletools
 import shutil
 import stat
@@ -125,10 +124,10 @@ def discard_damaged(module):
     """Remove the cache of each kernel of the module file ``module`` whose files are not whole pickles, so that
     numba compiles it again rather than fail: numba tolerates a missing cache file ("Cache sharing" in its user
     guide), but unpickles a truncated or garbage one unguarded (numba 0.68, ``numba/core/caching.py``'s
-    ``_load_index`` and ``_load_data``: a traceback). Both files are pickles (numba's "Notes on Caching"): an index
-    (``.nbi``, a few hundred bytes) is read opcode by opcode (:mod:`pickletools`, no object built); a data file
-    (``.nbc``, up to 400 KB of object code) only where a pickle starts and ends (its PROTO and STOP opcodes), so a
-    cut that happens to end on a STOP byte gets past: about 10 ms of CPU for kvlab simulate's three modules. Only a
+    ``_load_index`` and ``_load_data``: a traceback). Both files are pickles (numba's "Notes on Caching"), read
+    opcode by opcode (:mod:`pickletools`, no object built): an index (``.nbi``) must be two whole pickles, a data
+    file (``.nbc``, up to 400 KB of object code) one. A pickle whose opcodes are whole but whose objects are not
+    numba's passes: a cache file is code numba runs, as trusted as the source beside it. Only a
     regular file of at most :data:`LARGEST` bytes is read: a named pipe (a read waits for ever), a device (a link to
     /dev/zero: endless), a folder (numba's rename of a new file onto it fails) or a larger file is damaged too. A
     changed byte inside the object code passes: numba keeps no checksum to tell. The cache is where numba keeps it:
@@ -158,35 +157,27 @@ def discard_damaged(module):
 
 def _sound(path):
     """Whether ``path`` is a cache file numba can read: a regular file (or a link to one) of at most
-    :data:`LARGEST` bytes, whole as :func:`_whole_pickles` (an index) or :func:`_framed` (data) judges it."""
+    :data:`LARGEST` bytes, holding as many whole pickles as numba writes (:func:`_pickles`)."""
     try:
         status = os.stat(path)
     except OSError:
         return False
     if not stat.S_ISREG(status.st_mode) or status.st_size > LARGEST:
         return False
-    return _whole_pickles(path) if path.suffix == ".nbi" else _framed(path)
+    return _pickles(path) == (2 if path.suffix == ".nbi" else 1)
 
 
-def _whole_pickles(path):
-    """Whether the file is one or more complete pickles, end to end."""
+def _pickles(path):
+    """How many complete pickles the file holds end to end (read opcode by opcode, no object built), or 0 where it
+    ends early or holds bytes that are no opcode. numba writes an index as two (its version, then its overloads) and
+    a data file as one (``numba/core/caching.py``, ``_save_index`` and ``_save_data``)."""
     try:
         data = path.read_bytes()
-        stream = io.BytesIO(data)
+        stream, count = io.BytesIO(data), 0
         while stream.tell() < len(data):
             for _ in pickletools.genops(stream):  # ValueError where a file ends early or holds no opcode
                 pass
+            count += 1
     except (OSError, ValueError):
-        return False
-    return bool(data)
-
-
-def _framed(path):
-    """Whether the file starts as a pickle of protocol 2 or later (PROTO) and ends as one (STOP)."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(2)
-            file.seek(-1, os.SEEK_END)
-            return head[:1] == pickle.PROTO and 2 <= head[1] <= pickle.HIGHEST_PROTOCOL and file.read(1) == pickle.STOP
-    except (OSError, IndexError):
-        return False
+        return 0
+    return count
