@@ -77,6 +77,23 @@ bench-server: $(VENV)/.server-installed
 bench-aisimulate: $(VENV)/.run-installed .venv-aisimulate/.installed
 	$(BIN)/python bench/aisimulate_side_by_side.py
 
+# kvlab simulate beside vLLM 0.33's own scheduler, block pool and OffloadingConnector, request by request, on the
+# conversation trace's first 1,000 requests (bench/vllm_side_by_side.py, docs/simulate.md "Beside vLLM"): eight
+# settings, about 5 minutes. vLLM gets a venv of its own (.venv-vllm, requirements-vllm.txt: about 3.7 GB, a minute
+# and a half to install).
+.PHONY: bench-vllm
+bench-vllm: $(VENV)/.run-installed .venv-vllm/.installed
+	@echo "Running vLLM 0.33's scheduler beside kvlab simulate (about 5 minutes) ..."
+	$(BIN)/python bench/vllm_side_by_side.py
+
+.venv-vllm/.installed: requirements-vllm.txt
+	@echo "Installing vLLM 0.33.0 (CPU) into .venv-vllm (about 3.7 GB, a minute and a half) ..."
+	rm -rf .venv-vllm
+	$(PYTHON) -m venv .venv-vllm
+	.venv-vllm/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
+	.venv-vllm/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-vllm.txt
+	touch $@
+
 .venv-aisimulate/.installed: requirements-aisimulate.txt
 	@echo "Installing the AISimulate bench extra into .venv-aisimulate ..."
 	$(PYTHON) -m venv .venv-aisimulate

@@ -4,8 +4,10 @@
 The rules it follows are vLLM v1's as ``kvlab/engine/simulator.py`` states them: running requests first, each its
 next chunk (or one decode token) within the step's budget, the newest running request preempted while a
 request's blocks do not fit; then, if nothing was preempted, waiting requests in order while the budget and the
-sequence limit allow, each looked up again; a request's blocks freed tail first into the free queue, its full
-generated blocks kept there when ``keep``; a step's tokens computed at its end.
+sequence limit allow, each looked up again (its hit a token short of its sequence, in whole blocks) and admitted only
+if its whole sequence fits the free blocks (vLLM's ``scheduler_reserve_full_isl``); a block keyed once filled; a
+request's blocks freed tail first into the free queue, its full generated blocks kept there when ``keep``; a step's
+tokens computed at its end.
 """
 
 import math
@@ -98,13 +100,17 @@ def reference(requests, blocks, block, budget, max_seqs, keep, cost):
         return True
 
     def allocate(slot, tokens):
+        # the blocks for its first `tokens` tokens; those they fill keyed (vLLM caches full blocks only, when the step
+        # filling them is scheduled), a partly filled one held as an anonymous slot
         need = math.ceil(tokens / block)
-        have = len(slot.held) + slot.anonymous
-        if need <= have:
+        keys = lookup_keys(slot)
+        full = min(tokens // block, len(keys))
+        new_keys = keys[len(slot.held) : full]
+        slots = max(need, len(slot.held) + slot.anonymous)
+        extra = slots - len(slot.held) - len(new_keys) - slot.anonymous  # below 0: an anonymous slot became keyed
+        if not new_keys and extra == 0:
             return True
-        keys = lookup_keys(slot) if slot.anonymous == 0 else []
-        keyed = keys[len(slot.held) : need]
-        return hold(slot, keyed, need - have - len(keyed))
+        return hold(slot, new_keys, extra)
 
     def release(slot):
         if keep and slot.anonymous:
@@ -153,9 +159,14 @@ def reference(requests, blocks, block, budget, max_seqs, keep, cost):
         if not preempted:
             while waiting and left > 0 and len(running) < max_seqs:
                 slot = waiting[0]
-                hit = found(lookup_keys(slot))
-                computed = min(hit * block, slot.length - 1)
+                keys = lookup_keys(slot)
+                hit = min(found(keys), (slot.length - 1) // block)  # a token short of the sequence, whole blocks
+                computed = hit * block
                 tokens = min(slot.length - computed, left)
+                # admitted only if its whole sequence fits the free blocks (held hits shared, cached ones taken)
+                whole = math.ceil(slot.length / block) - sum(1 for key in keys[:hit] if key in held)
+                if whole > blocks - len(held) - anonymous[0]:
+                    break
                 if not allocate(slot, computed + tokens):
                     break
                 slot.computed = computed

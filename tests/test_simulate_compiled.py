@@ -20,6 +20,7 @@ from kvlab.engine.arrivals import Arrivals
 from kvlab.engine.pool import BlockPool
 from kvlab.engine.settings import EngineSettings
 from kvlab.engine.simulator import Engine
+from kvlab.engine.versions import RULES, rules_for
 from kvlab.util.errors import KvlabError
 from kvlab.util.memory import Footprint, Meter
 from kvlab.workloads import Timed
@@ -53,8 +54,10 @@ class Columnar:
             yield columns, [output for _, _, output in part]
 
 
-def both(workload, block, gpu, cpu, order, arrivals, engine):
-    """Each engine's stats, or the one line it stopped with."""
+def both(workload, block, gpu, cpu, order, arrivals, engine, rules=None):
+    """Each engine's stats, or the one line it stopped with, under vLLM's ``rules`` (default: 0.24.0's, the newest
+    whose CPU tier the compiled loop serves)."""
+    rules = rules or rules_for("0.24.0")
     results = []
     for fast in (False, True):
         cost = ToyCost(block)
@@ -62,11 +65,12 @@ def both(workload, block, gpu, cpu, order, arrivals, engine):
             if fast:
                 meter = Meter(2**60, Footprint())
                 stats = compiled.run(
-                    workload, engine, gpu, cpu, block, cost, arrivals, True, order == "tail-first", meter
+                    workload, engine, rules, gpu, cpu, block, cost, arrivals, True, order == "tail-first", meter
                 )
             else:
                 offload = make_cache("write-through", 0, cpu * block, block, eviction_order=order) if cpu else None
-                simulator = Engine(BlockPool(gpu, block), cost, offload, engine, True, tail_first=order == "tail-first")
+                pool = BlockPool(gpu, block)
+                simulator = Engine(pool, cost, offload, engine, True, tail_first=order == "tail-first", rules=rules)
                 stats = simulator.run(arrivals.open_times(workload.timed()))
         except KvlabError as error:
             results.append(str(error))
@@ -102,7 +106,9 @@ def test_compiled_loop_equals_the_python_engine(workload, data):
         output_tokens=data.draw(st.sampled_from([None, None, 1, 7]), label="output tokens"),
     )
     columnar = Columnar(requests, stamps, data.draw(st.integers(1, 5), label="batch"), 1.0)
-    reference, fast = both(columnar, block, gpu, cpu, order, arrivals, engine)
+    versions = ["0.14.0", "0.24.0"] if cpu else [rules.version for rules in RULES]
+    rules = rules_for(data.draw(st.sampled_from(versions), label="engine version"))
+    reference, fast = both(columnar, block, gpu, cpu, order, arrivals, engine, rules)
     assert fast == reference
 
 
@@ -152,7 +158,9 @@ def test_a_clock_that_goes_back_stops_either_engine_alike():
     ],
 )
 def test_an_engine_that_cannot_go_on_stops_either_way_alike(requests, block, gpu, engine, line):
-    results = both(Columnar(requests, [0.0] * len(requests), 2, 1.0), block, gpu, 2, "tail-first", Arrivals(), engine)
+    workload = Columnar(requests, [0.0] * len(requests), 2, 1.0)
+    # vLLM 0.14's admission (a first chunk fitting), under which the search found them
+    results = both(workload, block, gpu, 2, "tail-first", Arrivals(), engine, rules_for("0.14.0"))
     assert results[0] == results[1] and results[0].startswith(line)
 
 
@@ -205,12 +213,14 @@ def test_simulate_prints_the_same_whichever_engine(trace, monkeypatch, flags):
         ({"write_policy": "selective", "cpu_blocks": 100}, False),
         ({"touch_cpu_on_gpu_hit": True, "cpu_blocks": 100}, False),
         ({"write_policy": "write-back", "cpu_blocks": 0}, True),
+        ({"cpu_blocks": 100, "engine_version": "0.24.0"}, True),  # kvlab's write-through before vLLM 0.33
+        ({"cpu_blocks": 100, "engine_version": "0.33.0"}, False),  # vLLM's OffloadingConnector
         ({"workload": "long_doc_qa"}, False),
     ],
 )
 def test_the_compiled_loop_serves_what_it_models(trace, monkeypatch, settings, served):
     """Which engine serves a run: the compiled loop exactly where it models the settings (a trace, vLLM's scheduler,
-    open-loop arrivals, a CPU tier written through), the Python engine elsewhere."""
+    open-loop arrivals, a CPU tier written through before vLLM 0.33), the Python engine elsewhere."""
     import kvlab
 
     calls = []

@@ -193,8 +193,13 @@ def simulate(
                 f"argument --{name.replace('_', '-')}: kvlab simulate models {modelled} only (vLLM's block pool), got"
                 f" {value}"
             )
-    if gpu_blocks < 1:
-        raise SettingError("argument --gpu-blocks: the engine needs a GPU pool of at least one block")
+    rules, rules_from = _rules(engine, model)
+    usable = gpu_blocks - 1 if engine.scheduler == "vllm" else gpu_blocks  # vLLM's null block
+    if usable < 1:
+        raise SettingError(
+            f"argument --gpu-blocks: the engine needs a GPU pool of at least {gpu_blocks - usable + 1} blocks"
+            + (" (vLLM keeps block 0 out of use: its null block)" if usable < gpu_blocks else "")
+        )
     meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
     meter.check(0, 0, 0)  # the pool's and the tier's entries alone
     if dry_run:
@@ -202,23 +207,57 @@ def simulate(
     cost = StepCost(model, block)
     tail_first = chosen.eviction_order == "tail-first"
     try:
-        stats = _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first)
+        stats = _run(made, engine, rules, chosen, arrivals, cost, meter, usable, cpu_blocks, per_request, tail_first)
     except MemoryError:  # the machine's memory ran out (--max-memory bounds what the run projects): the command's line
         raise KvlabError("out of memory") from None
     if stats.refused and not stats.requests:
         raise KvlabError(
-            f"every request ({stats.refused:,}) is longer with its output than the GPU pool ({gpu_blocks:,} blocks of"
+            f"every request ({stats.refused:,}) is longer with its output than the GPU pool ({usable:,} blocks of"
             f" {block} tokens), and the engine refuses it (as vLLM refuses a model length its KV cache cannot hold):"
             " give a larger pool or fewer --output-tokens"
         )
     document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
+    if engine.scheduler == "vllm":
+        document["engine"]["version"] = rules.version if rules_from == "--engine-version" else rules_from[0]
+        document["engine"]["rules"] = rules_from if rules_from == "--engine-version" else rules_from[1]
+        document["cache"]["gpu_blocks_usable"] = usable
     table = _table(stats, made.request_ids()) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
 
 
-def _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first):
+def _rules(engine, model):
+    """vLLM's rules (:func:`kvlab.engine.versions.rules_for`) of ``--engine-version``, else of the database's
+    version where it prices the run (rules and prices from one version), else the newest; and where they come from:
+    ``--engine-version``, or (the version, why)."""
+    from kvlab.engine.versions import NEWEST, rules_for
+
+    asked = model.settings.engine_version
+    if asked is not None:
+        return rules_for(asked), "--engine-version"
+    database = model.database
+    if database is not None and database.backend == "vllm":
+        rules = rules_for(database.version)
+        return rules, (database.version, f"vLLM {rules.version}'s, the version the database measured")
+    return rules_for(NEWEST), (NEWEST, "the newest kvlab models (--engine-version for another)")
+
+
+def _connector(engine, rules, chosen, cost):
+    """Whether the CPU tier is vLLM's OffloadingConnector (kvlab/engine/offloading.py): vLLM's engine and scheduler
+    from 0.33, written through, LMCache's switches off; else the write policy's (kvlab/cache/write_policies.py)."""
+    return (
+        rules.offloading_connector
+        and engine.scheduler == "vllm"
+        and cost.model.settings.engine == "vllm"
+        and chosen.write_policy == "write-through"
+        and not chosen.touch_cpu_on_gpu_hit
+        and not chosen.re_store_on_gpu_hit
+    )
+
+
+def _run(made, engine, rules, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first):
     """The run's :class:`kvlab.engine.simulator.EngineStats`: the compiled loop's where it serves the run within
-    --max-memory, else the Python engine's."""
+    --max-memory, else the Python engine's. ``gpu_blocks``: the blocks a request can take (vLLM's null block
+    aside)."""
     from kvlab.engine import compiled
     from kvlab.engine.pool import BlockPool
     from kvlab.engine.simulator import Engine
@@ -226,10 +265,10 @@ def _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, pe
 
     block = chosen.block_tokens
     stats = None
-    if compiled.compiles(made, engine, chosen, arrivals):
+    if compiled.compiles(made, engine, rules, chosen, arrivals):
         try:
             rooms = gpu_blocks, cpu_blocks, block
-            stats = compiled.run(made, engine, *rooms, cost, arrivals, per_request, tail_first, meter)
+            stats = compiled.run(made, engine, rules, *rooms, cost, arrivals, per_request, tail_first, meter)
         except MemoryLimitError:
             if made.trace == "-":  # standard input cannot be read again
                 raise
@@ -238,11 +277,16 @@ def _run(made, engine, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, pe
             meter.projected = 0
     if stats is None:
         offload = None
-        if cpu_blocks:
+        if cpu_blocks and _connector(engine, rules, chosen, cost):
+            from kvlab.engine.offloading import OffloadingConnector
+
+            offload = OffloadingConnector(cpu_blocks)
+        elif cpu_blocks:
             from kvlab.cache.write_policies import make_cache
 
             offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
-        simulator = Engine(BlockPool(gpu_blocks, block), cost, offload, engine, per_request, tail_first=tail_first)
+        pool = BlockPool(gpu_blocks, block)
+        simulator = Engine(pool, cost, offload, engine, per_request, tail_first=tail_first, rules=rules)
         simulator.meter = meter
         timed = _metered(made, meter)
         stats = simulator.run(

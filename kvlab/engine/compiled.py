@@ -33,14 +33,15 @@ ROW_BYTES = 480  # a --per-request row as a tuple of Python numbers, and its CSV
 FIRST_SLOTS = 1024  # requests in flight the arrays hold at first (grown by doubling)
 
 
-def compiles(workload, engine, chosen, arrivals):
+def compiles(workload, engine, rules, chosen, arrivals):
     """Whether the compiled loop serves this run: a trace read as columns, vLLM's scheduler, arrivals from the trace's
-    clock or a Poisson rate, and the CPU tier (if any) written through with LRU, LMCache's switches off."""
+    clock or a Poisson rate, and the CPU tier (if any) kvlab's write-through (vLLM's before 0.33: ``rules``) with LRU,
+    LMCache's switches off."""
     return (
         hasattr(workload, "timed_columns")
         and engine.scheduler == "vllm"
         and arrivals.kind != "clients"
-        and (chosen.cpu_tokens == 0 or chosen.write_policy == "write-through")
+        and (chosen.cpu_tokens == 0 or (chosen.write_policy == "write-through" and not rules.offloading_connector))
         and not chosen.touch_cpu_on_gpu_hit
         and not chosen.re_store_on_gpu_hit
         and chosen.gpu_eviction == chosen.cpu_eviction == "lru"
@@ -190,7 +191,7 @@ class _Arrays:
         return int(offsets.min()) if len(offsets) else S[K.ARENA_BASE] + len(self.arena)
 
 
-def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_request, tail_first, meter):
+def run(workload, settings, rules, gpu_blocks, cpu_blocks, block, cost, arrivals, per_request, tail_first, meter):
     """``workload`` through the compiled loop; a :class:`kvlab.engine.simulator.EngineStats` as the Python engine's
     ``Engine.run`` gives."""
     import numpy as np
@@ -208,6 +209,7 @@ def run(workload, settings, gpu_blocks, cpu_blocks, block, cost, arrivals, per_r
         K.CHUNKED: int(settings.chunked_prefill),
         K.KEEP: int(settings.generated_blocks == "keep"),
         K.TAIL_FIRST: int(tail_first),
+        K.WHOLE: int(rules.full_sequence_admission),
         K.MAX_PREEMPTIONS: MAX_PREEMPTIONS,
         K.CONTEXT_STEP: DECODE_CONTEXT_STEP,
     }

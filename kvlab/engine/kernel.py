@@ -40,6 +40,7 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
     CHUNKED,
     KEEP,
     TAIL_FIRST,
+    WHOLE,
     MAX_PREEMPTIONS,
     CONTEXT_STEP,
     CODE,
@@ -95,7 +96,7 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
     ARENA_BASE,
     N_PENDING,
     S_SIZE,
-) = range(63)
+) = range(64)
 # F: the run's floats.
 NOW, H2D_FREE, D2H_FREE, BUSY_H2D, BUSY_D2H, FIRST, LAST, DECODE_ANSWER, F_SIZE = range(9)
 # R[slot]: a request's integers (Request's fields in kvlab/engine/simulator.py).
@@ -728,24 +729,22 @@ def _hold(S, R, P, arena, SCR, slot, end, anonymous):
 
 
 @njit(cache=True)
-def _allocate_more(S, R, P, arena, SCR, slot, blocks, have):
-    held = R[slot, R_HELD]
-    keyed = 0
-    if R[slot, R_ANON] == 0:
-        length = lookup_length(S, R, slot)
-        end = blocks if blocks < length else length
-        keyed = end - held if end > held else 0
-    return _hold(S, R, P, arena, SCR, slot, held + keyed, blocks - have - keyed)
-
-
-@njit(cache=True)
 def _allocate(S, R, P, arena, SCR, slot, tokens):
+    """``Engine._allocate``: the blocks of its first ``tokens`` tokens, those they fill keyed."""
     block = S[BLOCK]
     blocks = (tokens + block - 1) // block
-    have = R[slot, R_HELD] + R[slot, R_ANON]
-    if blocks <= have:
+    held, anonymous = R[slot, R_HELD], R[slot, R_ANON]
+    have = held + anonymous
+    keyed = tokens // block
+    length = lookup_length(S, R, slot)
+    if keyed > length:
+        keyed = length
+    if blocks <= have and keyed <= held:
         return True
-    return _allocate_more(S, R, P, arena, SCR, slot, blocks, have)
+    if keyed < held:
+        keyed = held
+    total = blocks if blocks > have else have
+    return _hold(S, R, P, arena, SCR, slot, keyed, total - keyed - anonymous)
 
 
 @njit(cache=True)
@@ -775,7 +774,6 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
     waiting ones; the step left for :func:`run` to execute (``S[PHASE]`` 1), or, with nothing to run, the clock moved
     on."""
     budget = S[MAX_BATCHED]
-    block = S[BLOCK]
     n = 0
     preempted = False
     index = 0
@@ -784,11 +782,8 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
         tokens = R[slot, R_LENGTH] - R[slot, R_COMPUTED]
         if tokens > budget:
             tokens = budget
-        blocks = (R[slot, R_COMPUTED] + tokens + block - 1) // block
-        have = R[slot, R_HELD] + R[slot, R_ANON]
         fits = True
-        while blocks > have and not _allocate_more(S, R, P, arena, SCR, slot, blocks,
-                                                   have):  # fmt: skip
+        while not _allocate(S, R, P, arena, SCR, slot, R[slot, R_COMPUTED] + tokens):
             S[RUN_N] -= 1
             victim = RUN[S[RUN_N]]
             if not _preempt(S, R, P, arena, W, EVI, KB, SCR, victim):
@@ -832,6 +827,9 @@ def _find(S, R, P, C, arena, slot):
         if not pool_found(P, key_at(R, arena, base, slot, i)):
             gpu_end = i
             break
+    cap = (R[slot, R_LENGTH] - 1) // S[BLOCK]  # a token short of the sequence, in whole blocks
+    if gpu_end > cap:
+        gpu_end = cap
     cpu_end = gpu_end
     if S[CPU_CAP]:
         cpu_end = length
@@ -913,6 +911,17 @@ def _schedule_waiting(
             break
         if tokens > budget:
             tokens = budget
+        if S[WHOLE]:  # Engine._fits_whole
+            need = (length + block - 1) // block
+            if found:
+                count = _lookup_ids(R, arena, S[ARENA_BASE], slot, 0, gpu_end, SCR)
+                for i in range(count):
+                    if P[SCR[i], 0] > 0:
+                        need -= 1
+            else:
+                need -= R[slot, R_HELD] + R[slot, R_ANON]
+            if need > S[BLOCKS] - S[N_HELD] - S[ANON]:
+                break
         if not _allocate(S, R, P, arena, SCR, slot, computed + tokens):
             break
         if found:

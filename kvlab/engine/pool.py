@@ -61,7 +61,16 @@ class BlockPool:
         if anonymous + len(keys) - len(shared) > self.blocks - len(held) - self.anonymous:
             return False
         cached = self.cached
-        if len(shared) < len(keys):  # some not held: out of the free queue (if there), held once
+        if len(keys) > 1 and len(set(keys)) < len(keys):  # a request naming a block twice (a crafted trace): each
+            for key in keys:  # time one more holder, as the compiled loop counts (kernel.pool_hold)
+                if key in held:
+                    held[key] += 1
+                else:
+                    cached.pop(key, None)
+                    held[key] = 1
+                    if pending:
+                        self.pending.add(key)
+        elif len(shared) < len(keys):  # some not held: out of the free queue (if there), held once
             for key in cached.keys() & keys:
                 del cached[key]
             if shared:

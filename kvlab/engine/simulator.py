@@ -86,6 +86,7 @@ class Request:
         "copying",
         "done",
         "client",
+        "offload",
     )
 
     def __init__(self, number, arrival, keys, tokens, output, block_tokens, client=None):
@@ -110,6 +111,7 @@ class Request:
         self.copying = None  # the keys of a store in flight that the pool does not count (its own hold covers them)
         self.done = False  # finished, its blocks held until its stores complete (vLLM's delay_free_blocks)
         self.client = client
+        self.offload = None  # its side of vLLM 0.33's OffloadingConnector (kvlab/engine/offloading.py), once used
 
 
 class EngineStats:
@@ -132,8 +134,20 @@ class Engine:
     (:class:`kvlab.engine.cost.StepCost`), with the CPU tier of ``offload`` (a write policy's cache of
     ``kvlab/cache/write_policies.py`` whose CPU tier is used, or None)."""
 
-    def __init__(self, pool, cost, offload, settings, per_request=False, tail_first=True):
+    def __init__(self, pool, cost, offload, settings, per_request=False, tail_first=True, rules=None):
+        from kvlab.engine.versions import NEWEST, rules_for
+
+        self.rules = rules if rules is not None else rules_for(NEWEST)  # vLLM's, by --engine-version
+        from kvlab.engine.offloading import OffloadingConnector
+
         self.pool = pool
+        # vLLM 0.33's CPU tier (kvlab/engine/offloading.py), or a write policy's (``offload``)
+        self.connector = offload if isinstance(offload, OffloadingConnector) and offload.capacity else None
+        if isinstance(offload, OffloadingConnector):
+            offload = None
+        self.holding = deque()  # waiting requests that hold blocks (a load started): vLLM 0.33's kv_holding_waiting
+        self.inflight = set()  # requests from their load's start to their last prefill chunk (_inflight_prefills)
+        self.finished_last = []  # requests that finished in the last step: the connector's next step sees them
         self.tail_first = tail_first  # a request's blocks join the free queue tail first (vLLM), or head first
         self.cost = cost
         self.offload = offload if offload is not None and offload.cpu.capacity else None
@@ -177,8 +191,8 @@ class Engine:
             if upcoming is None:
                 break
             self.now = max(self.now, upcoming)
-        if self.waiting:
-            raise unserved(len(self.waiting))
+        if self.waiting or self.holding:
+            raise unserved(len(self.waiting) + len(self.holding))
         return self.stats
 
     def _pull(self):
@@ -214,8 +228,14 @@ class Engine:
             elif kind == "loaded":
                 request, keys = payload
                 self.pool.loaded(keys)
+                if self.connector is not None:
+                    self.connector.loaded(keys)
                 request.loading = False
                 self.loads -= 1
+            elif kind == "offloaded":  # a store of vLLM 0.33's connector completed: the CPU finds its blocks
+                request, keys = payload
+                self.connector.stored(keys)
+                request.storing -= 1
             else:  # stored: the CPU holds the copies; the GPU lets go of them
                 request, blocks, lookup, keys = payload
                 self.offload.cpu_after(blocks, *lookup, gpu=self.pool)
@@ -256,7 +276,7 @@ class Engine:
         self.meter.check(sum(len(request.keys) for request in self.waiting), len(self.waiting), 0, None, queued)
 
     def _schedulable(self):
-        return len(self.waiting) > self.loads
+        return len(self.waiting) + len(self.holding) > self.loads
 
     # --- one step (or a run of decode steps at one price) -----------------------------------------------------
 
@@ -268,14 +288,12 @@ class Engine:
         budget = settings.max_num_batched_tokens
         scheduled = []  # (request, tokens this step)
         preempted = False
-        running, block, evicting = self.running, self.block, self.evicting
+        running, evicting = self.running, self.evicting
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
             tokens = min(request.length - request.computed, budget)
-            blocks = -(-(request.computed + tokens) // block)
-            have = len(request.held) + request.anonymous
-            while blocks > have and not self._allocate_more(request, blocks, have):
+            while not self._allocate(request, request.computed + tokens):
                 victim = running.pop()
                 self._preempt(victim)
                 preempted = True
@@ -308,23 +326,40 @@ class Engine:
     def _schedule_waiting(self, scheduled, budget, reserve=None):
         """Waiting requests join in order while the budget and ``max_num_seqs`` allow; with ``reserve`` (SGLang's
         admission) only while the pool less ``reserve`` blocks also holds the request and its reserved decode."""
-        settings, waiting, running, block = self.settings, self.waiting, self.running, self.block
-        skipped = []
-        while waiting and budget > 0 and len(running) < settings.max_num_seqs:
+        settings, running, block, connector = self.settings, self.running, self.block, self.connector
+        skipped, skipped_holding = [], []  # (vLLM 0.33: those that hold blocks go back to kv_holding_waiting)
+        while budget > 0 and len(running) < settings.max_num_seqs:
+            waiting = self.holding or self.waiting  # vLLM 0.33: the requests that hold blocks first
+            if not waiting:
+                break
             request = waiting[0]
             if request.loading:
-                skipped.append(waiting.popleft())
+                (skipped_holding if waiting is self.holding else skipped).append(waiting.popleft())
                 continue
             found = None
             computed = request.computed
             if request.lookup is None:  # looked up again at every try, as vLLM's get_computed_blocks
                 found = keys, gpu_end, cpu_end = self._find(request)
+                if connector is not None:  # OffloadingConnectorScheduler.get_num_new_matched_tokens
+                    self._offload_state(request).next_stored = 0  # every block offered again from the head
+                    if request.storing or (cpu_end > gpu_end and connector.prefix_end(keys, gpu_end)[1]):
+                        skipped.append(waiting.popleft())  # its stores, or a block of its hit, in flight
+                        continue
                 if cpu_end > gpu_end:  # hold the blocks of the CPU hit and wait for their load
+                    if connector is not None and not self._fits_load(request, keys, gpu_end, cpu_end):
+                        break
                     if not self._hold(request, keys[:cpu_end], 0, keys[gpu_end:cpu_end]):
                         break
                     self._commit(request, *found)
                     self._load(request, keys[gpu_end:cpu_end])
-                    skipped.append(waiting.popleft())
+                    if connector is None:
+                        skipped.append(waiting.popleft())
+                        continue
+                    state = self._offload_state(request)
+                    state.next_stored = cpu_end  # the hit is not offered again (OffloadPolicy.CHUNK_LEVEL)
+                    connector.load(state, keys[gpu_end:cpu_end], state.positions)
+                    self.inflight.add(request)
+                    skipped_holding.append(waiting.popleft())
                     continue
                 computed = min(gpu_end * block, request.length - 1)
             tokens = request.length - computed
@@ -332,6 +367,8 @@ class Engine:
                 break
             tokens = min(tokens, budget)
             if reserve is not None and not self._fits_reserved(request, reserve):
+                break
+            if reserve is None and self.rules.full_sequence_admission and not self._fits_whole(request, found):
                 break
             if not self._allocate(request, computed + tokens):
                 break
@@ -346,8 +383,54 @@ class Engine:
                 request.scheduled = self.now
             scheduled.append((request, tokens))
             budget -= tokens
-        waiting.extendleft(reversed(skipped))
+        self.waiting.extendleft(reversed(skipped))
+        self.holding.extendleft(reversed(skipped_holding))
         return budget
+
+    def _fits_load(self, request, keys, gpu_end, cpu_end):
+        """vLLM 0.33's admission of an async load (``Scheduler.schedule``, ``allocate_slots`` with
+        ``reserved_blocks``): its whole sequence fits the free blocks, and the blocks of its hit fit them less what
+        the requests loaded before it still need to finish their prefills (``_inflight_prefill_reserved_blocks``)."""
+        pool, block = self.pool, self.block
+        hit = keys[:gpu_end]
+        whole = -(-request.length // block)
+        if self.rules.full_sequence_admission and pool.needed(hit, whole - gpu_end) > pool.available:
+            return False
+        reserved = sum(max(0, -(-other.length // block) - len(other.held) - other.anonymous) for other in self.inflight)
+        return pool.needed(hit, cpu_end - gpu_end) <= pool.available - reserved
+
+    def _offload_state(self, request):
+        from kvlab.engine.offloading import RequestState
+
+        if request.offload is None:
+            request.offload = RequestState(request.keys)
+        return request.offload
+
+    def _offload_step(self, scheduled):
+        """vLLM 0.33's connector after a step is scheduled (``build_connector_meta``): each scheduled request offers
+        the prompt blocks its step fills, then each request that finished in the last step offers the rest and
+        commits its blocks' recency."""
+        for request, tokens in scheduled:
+            self._offer(request, request.computed + tokens)
+        for request in self.finished_last:
+            self._offer(request, request.tokens)
+            self.connector.finished(request.offload, request.offload.positions)
+        self.finished_last = []
+
+    def _offer(self, request, tokens):
+        """Its prompt's blocks full within ``tokens``, from where it last stopped, offered to the CPU; a copy of those
+        it lacks queued (``_build_store_jobs``, ``offload_prompt_only``)."""
+        state = self._offload_state(request)
+        chunks = min(tokens, request.tokens) // self.block
+        if chunks <= state.next_stored:
+            return
+        taken = self.connector.offer(state, request.keys[state.next_stored : chunks], state.positions)
+        if taken is None:  # no room: offered again at the next step
+            return
+        state.next_stored = chunks
+        if taken:
+            request.storing += 1
+            self._push(self._copy("d2h", len(taken)), "offloaded", (request, taken))
 
     # --- SGLang's scheduler ------------------------------------------------------------------------------------
 
@@ -419,6 +502,18 @@ class Engine:
         more = -(-(request.length + ahead) // self.block) - len(request.held) - request.anonymous
         return more <= self.pool.available - reserve
 
+    def _fits_whole(self, request, found):
+        """vLLM's admission from 0.24 (``scheduler_reserve_full_isl``; ``KVCacheManager.allocate_slots`` with
+        ``full_sequence_must_fit``, ``vllm/v1/core/kv_cache_manager.py:531``; ``get_num_blocks_to_allocate``,
+        ``single_type_kv_cache_manager.py:176``): the blocks its whole sequence so far takes beyond what it holds fit
+        in the free ones, a hit on a free cached block counted as taken (it leaves the free queue)."""
+        whole = -(-request.length // self.block)
+        if found is None:  # it holds its blocks (a load completed): only the new ones count
+            return whole - len(request.held) - request.anonymous <= self.pool.available
+        keys, gpu_end, _ = found
+        hit = keys[:gpu_end]
+        return self.pool.needed(hit, whole - gpu_end) <= self.pool.available
+
     def _lookup_keys(self, request):
         """The keys a lookup walks: the prompt's full blocks, then its generated ones where they are kept."""
         keys = request.keys
@@ -435,6 +530,10 @@ class Engine:
         """``(keys, gpu_end, cpu_end)``: its prefix found on the GPU, then continued on the CPU."""
         keys = self._lookup_keys(request)
         gpu_end = self.pool.prefix_end(keys)
+        if self.settings.scheduler == "vllm":  # a hit ends a token short of the sequence, in whole blocks
+            gpu_end = min(gpu_end, (request.length - 1) // self.block)  # (vllm/v1/core/kv_cache_manager.py:302)
+        if self.connector is not None:
+            return keys, gpu_end, self.connector.prefix_end(keys, gpu_end)[0]
         offload = self.offload
         return keys, gpu_end, offload.cpu.prefix_end(keys, gpu_end) if offload is not None else gpu_end
 
@@ -476,17 +575,29 @@ class Engine:
         return True
 
     def _allocate(self, request, tokens):
-        """The blocks for its first ``tokens`` tokens held; False where they do not fit."""
-        blocks = -(-tokens // self.block)
+        """The blocks for its first ``tokens`` tokens held; False where they do not fit. A block is keyed (found by a
+        lookup, cached when let go of) once these tokens fill it, as vLLM caches a block when the step that fills it
+        is scheduled (``KVCacheManager.allocate_slots`` caches ``min(computed + new, num_tokens)`` tokens' full
+        blocks: ``vllm/v1/core/kv_cache_manager.py:621``); a partly filled block is held empty of a key, so a
+        preempted request's last chunk is never found again."""
+        block = self.block
+        blocks = -(-tokens // block)
         have = len(request.held) + request.anonymous
-        if blocks <= have:
+        held = len(request.held)
+        keyed = tokens // block
+        if keyed > held and keyed > len(request.keys):
+            keyed = min(keyed, self._key_count(request))
+        if blocks <= have and keyed <= held:
             return True
-        return self._allocate_more(request, blocks, have)
+        keys = self._lookup_keys(request)[held:keyed] if keyed > held else ()
+        total = max(blocks, have)
+        return self._hold(request, keys, total - held - len(keys) - request.anonymous)
 
-    def _allocate_more(self, request, blocks, have):
-        keys = self._lookup_keys(request) if request.anonymous == 0 else ()
-        keyed = keys[len(request.held) : blocks]
-        return self._hold(request, keyed, blocks - have - len(keyed))
+    def _key_count(self, request):
+        """How many of its blocks have keys: the prompt's full blocks, then its full generated ones where kept."""
+        if self.settings.generated_blocks == "keep" and request.generated:
+            return max(len(request.keys), request.length // self.block)
+        return len(request.keys)
 
     def _load(self, request, keys):
         request.loading = True
@@ -536,6 +647,7 @@ class Engine:
         """Free its blocks (tail first) and send it to the front of the queue (SGLang's retraction: the back); its
         tokens are computed again."""
         self._release(request)
+        self.inflight.discard(request)
         request.computed = 0
         request.lookup = None
         request.preemptions += 1
@@ -564,6 +676,8 @@ class Engine:
         request.anonymous = 0
 
     def _execute(self, scheduled, preempted):
+        if self.connector is not None:
+            self._offload_step(scheduled)
         cost = self.cost
         prefill = cost.prefill_ms
         prefill_ms = 0.0
@@ -594,6 +708,7 @@ class Engine:
             computed = request.computed = before + tokens
             if computed < request.length:
                 continue  # a chunk of its prefill
+            self.inflight.discard(request)
             sampled = tokens if run else 1
             request.generated += sampled
             request.length += sampled
@@ -639,7 +754,10 @@ class Engine:
         return steps
 
     def _finish(self, request, end):
-        if request.storing:  # its blocks are freed when its stores complete (vLLM's OffloadingConnector)
+        if self.connector is not None:  # freed at once; its last offer and its recency at the next step
+            self._release(request)
+            self.finished_last.append(request)
+        elif request.storing:  # its blocks are freed when its stores complete (kvlab's write-through)
             request.done = True
         else:
             self._release(request)

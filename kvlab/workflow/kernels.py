@@ -56,6 +56,7 @@ def _simulate():
     from kvlab.engine import compiled
     from kvlab.engine.arrivals import Arrivals
     from kvlab.engine.settings import EngineSettings
+    from kvlab.engine.versions import NEWEST, rules_for
     from kvlab.util.memory import Footprint, Meter
     from kvlab.workloads import MooncakeWorkload
 
@@ -66,7 +67,8 @@ def _simulate():
         for block in (512, 64):
             workload = MooncakeWorkload(block, trace=str(trace))
             meter = Meter(2**40, Footprint())
-            compiled.run(workload, EngineSettings(), 32, 8, block, _FlatCost(), Arrivals(), True, True, meter)
+            rules = rules_for(NEWEST)
+            compiled.run(workload, EngineSettings(), rules, 32, 8, block, _FlatCost(), Arrivals(), True, True, meter)
 
 
 if __name__ == "__main__":
