@@ -2,17 +2,23 @@
 meets it (``vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py``, ``vllm/v1/kv_offload/cpu/
 manager.py``, ``vllm/v1/kv_offload/cpu/policies/lru.py``), one chunk a GPU block.
 
+Lines are 0.33.0's; ``scheduler.py`` is the connector's, ``manager.py`` and ``lru.py`` the CPU backend's.
+
 - A lookup walks the request's keys from the end of its GPU hit while the CPU holds them; a key still being stored
-  (``HIT_PENDING``) or loaded by another request defers the request (``_lookup_complete_chunks``).
-- A load pins its keys until it completes (``prepare_load``/``complete_load``).
+  (``HIT_PENDING``) or loaded by another request defers the request (``_lookup_complete_chunks``,
+  ``scheduler.py:788-849``; ``manager.py:199``).
+- A load pins its keys until it completes (``prepare_load``/``complete_load``, ``manager.py:214``, ``:248``).
 - Each step, every scheduled request offers its prompt's full blocks computed by the step's end, from where it last
   stopped (from 0 again after each lookup, from the end of a CPU hit when it loads: ``OffloadPolicy.CHUNK_LEVEL``);
   the CPU stores those it lacks, evicting the least recent of its ready, unpinned blocks, never one offered in the
   same call; where it cannot evict enough, nothing is stored and the blocks are offered again (``_build_store_jobs``,
-  ``prepare_store``). A block stored is found once its copy completes (``complete_store``).
+  ``scheduler.py:1815``, ``CHUNK_LEVEL`` at ``:1471``; ``prepare_store``, ``manager.py:261``). A block stored is found
+  once its copy completes (``complete_store``, ``manager.py:375``).
 - Recency: a request takes a rank the first time it touches the CPU, and every block it loads, stores or offers
-  again is ranked by it and its position, tail before head (``on_request_access``); when the request finishes, after
-  the next step's stores, its blocks are ranked anew tail to head, the head last (``on_request_finished``).
+  again is ranked by it and its position, tail before head (``on_request_access``, ``lru.py:133``); when the request
+  finishes, after the next step's stores, its blocks are ranked anew tail to head, the head last
+  (``on_request_finished``, ``lru.py:155``; ``manager.py:422``); eviction takes the least ranked (``evict``,
+  ``lru.py:175``).
 """
 
 import heapq

@@ -329,7 +329,7 @@ class Engine:
         settings, running, block, connector = self.settings, self.running, self.block, self.connector
         skipped, skipped_holding = [], []  # (vLLM 0.33: those that hold blocks go back to kv_holding_waiting)
         while budget > 0 and len(running) < settings.max_num_seqs:
-            waiting = self.holding or self.waiting  # vLLM 0.33: the requests that hold blocks first
+            waiting = self.holding or self.waiting  # vLLM 0.33 (sched/scheduler.py:1065): those holding blocks first
             if not waiting:
                 break
             request = waiting[0]
@@ -340,7 +340,7 @@ class Engine:
             computed = request.computed
             if request.lookup is None:  # looked up again at every try, as vLLM's get_computed_blocks
                 found = keys, gpu_end, cpu_end = self._find(request)
-                if connector is not None:  # OffloadingConnectorScheduler.get_num_new_matched_tokens
+                if connector is not None:  # get_num_new_matched_tokens (the connector's scheduler.py:1210)
                     self._offload_state(request).next_stored = 0  # every block offered again from the head
                     if request.storing or (cpu_end > gpu_end and connector.prefix_end(keys, gpu_end)[1]):
                         skipped.append(waiting.popleft())  # its stores, or a block of its hit, in flight
@@ -389,8 +389,9 @@ class Engine:
 
     def _fits_load(self, request, keys, gpu_end, cpu_end):
         """vLLM 0.33's admission of an async load (``Scheduler.schedule``, ``allocate_slots`` with
-        ``reserved_blocks``): its whole sequence fits the free blocks, and the blocks of its hit fit them less what
-        the requests loaded before it still need to finish their prefills (``_inflight_prefill_reserved_blocks``)."""
+        ``reserved_blocks``, ``vllm/v1/core/sched/scheduler.py:1428-1450``): its whole sequence fits the free blocks,
+        and the blocks of its hit fit them less what the requests loaded before it still need to finish their
+        prefills (``_inflight_prefill_reserved_blocks``, ``scheduler.py:3432``)."""
         pool, block = self.pool, self.block
         hit = keys[:gpu_end]
         whole = -(-request.length // block)
@@ -407,7 +408,8 @@ class Engine:
         return request.offload
 
     def _offload_step(self, scheduled):
-        """vLLM 0.33's connector after a step is scheduled (``build_connector_meta``): each scheduled request offers
+        """vLLM 0.33's connector after a step is scheduled (``build_connector_meta``,
+        ``vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py:2103``): each scheduled request offers
         the prompt blocks its step fills, then each request that finished in the last step offers the rest and
         commits its blocks' recency."""
         for request, tokens in scheduled:
@@ -419,7 +421,8 @@ class Engine:
 
     def _offer(self, request, tokens):
         """Its prompt's blocks full within ``tokens``, from where it last stopped, offered to the CPU; a copy of those
-        it lacks queued (``_build_store_jobs``, ``offload_prompt_only``)."""
+        it lacks queued (``_build_store_jobs``, the connector's ``scheduler.py:1815``; ``offload_prompt_only``,
+        ``:769``)."""
         state = self._offload_state(request)
         chunks = min(tokens, request.tokens) // self.block
         if chunks <= state.next_stored:
