@@ -1,12 +1,13 @@
 """kvlab simulate beside vLLM 0.33's own scheduler, block pool and OffloadingConnector, request by request.
 
-The first ``--requests`` (1,000) requests of a Mooncake trace (the conversation trace by default), in 64-token
-blocks, go through both tools under clock-free arrivals, where no price can change the order of the engine's
+The first ``--requests`` (1,000) requests of a Mooncake trace (the conversation trace by default), or any workload
+kvlab reads (``--workload NAME --option KEY=VALUE ...``, its own options sizing it), in 64-token blocks, go through
+both tools under clock-free arrivals, where no price can change the order of the engine's
 decisions: closed-loop clients (``--clients 1``: one request at a time; 16; as many as the requests: a burst), each
 at a GPU pool that preempts and one that does not, with and without a CPU tier. vLLM's side is
 ``bench/vllm/driver.py`` in the bench's own venv (``.venv-vllm``, ``make bench-vllm``): vLLM's ``Scheduler``,
 ``KVCacheManager`` and ``BlockPool`` (and its ``OffloadingConnector`` with the CPU backend) driven by a mock model
-runner. kvlab's is ``kvlab.simulate`` with ``--engine-version 0.33.0`` on the same trace, file and settings
+runner. kvlab's is ``kvlab.simulate`` with ``--engine-version 0.33.0`` on the same workload and settings
 (pricing by the roofline: the clock orders nothing here). vLLM's ``num_gpu_blocks`` N is kvlab's ``--gpu-blocks N``:
 both keep block 0 out of use.
 
@@ -15,7 +16,7 @@ preemptions, steps) and the requests whose GPU hit, CPU hit or preemptions diffe
 differ. Usage::
 
     .venv/bin/python bench/vllm_side_by_side.py [--python .venv-vllm/bin/python] [--trace FILE] [--requests 1000]
-        [--keep DIR]
+        [--workload NAME --option KEY=VALUE ...] [--output-tokens N] [--only TEXT] [--keep DIR] [--seeds 8]
 """
 
 import argparse
@@ -62,27 +63,28 @@ def head(trace, count, out):
             sink.write(line)
 
 
-def requests_file(trace, out):
-    """The requests as kvlab reads them (its mooncake workload at 64-token blocks), one JSON line each."""
+def requests_file(workload, options, output, out):
+    """The requests as kvlab reads them (``workload`` with ``options``, 64-token blocks), one JSON line each."""
     from kvlab.api.common import workload_of
 
-    made = workload_of("mooncake", {"trace": str(trace)}, BLOCK)
+    made = workload_of(workload, options, BLOCK)
     with open(out, "w") as sink:
         for timed in made.timed():
             keys = [
                 int(key) for key in timed.keys[: timed.tokens // BLOCK]
             ]  # full blocks: a partial one is the request's
             sink.write(
-                json.dumps({"keys": keys, "tokens": int(timed.tokens), "output": int(timed.output_tokens)}) + "\n"
+                json.dumps({"keys": keys, "tokens": int(timed.tokens), "output": int(output or timed.output_tokens)})
+                + "\n"
             )
 
 
-def run_kvlab(trace, clients, gpu_blocks, cpu_blocks):
+def run_kvlab(workload, options, output, clients, gpu_blocks, cpu_blocks):
     import kvlab
 
     result = kvlab.simulate(
-        workload="mooncake",
-        trace=str(trace),
+        workload=workload,
+        **options,
         model_config=str(MODEL),
         gpu_system="h100_sxm",
         latency_source="roofline",
@@ -93,6 +95,7 @@ def run_kvlab(trace, clients, gpu_blocks, cpu_blocks):
         gpu_blocks=gpu_blocks,
         cpu_blocks=cpu_blocks,
         clients=clients,
+        output_tokens=output,
         per_request=True,
     )
     rows = {}
@@ -128,20 +131,29 @@ def sums(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default=str(ROOT / ".venv-vllm" / "bin" / "python"), help="the bench venv's python")
-    parser.add_argument("--trace", default=str(DEFAULT_TRACE))
-    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--workload", default="mooncake", help="any workload kvlab reads (kvlab simulate --workload)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a workload option")
+    parser.add_argument("--trace", help="the mooncake workload's trace (the conversation trace by default)")
+    parser.add_argument("--requests", type=int, default=1000, help="the mooncake trace's first N requests")
+    parser.add_argument("--output-tokens", type=int, help="every request's output (default: the workload's)")
     parser.add_argument("--only", help="run the settings whose name contains this")
     parser.add_argument("--keep", help="keep the work files in this folder")
     parser.add_argument("--seeds", type=int, default=8, help="the most hash seeds vLLM runs under, with a CPU tier")
     args = parser.parse_args(argv)
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kvlab-vllm-"))
     work.mkdir(parents=True, exist_ok=True)
-    trace = work / "trace.jsonl"
-    head(args.trace, args.requests, trace)
+    options = dict(option.partition("=")[::2] for option in args.option)
+    if args.workload == "mooncake" or args.trace:
+        source = args.trace or options.get("trace") or str(DEFAULT_TRACE)
+        options["trace"] = str(work / "trace.jsonl")
+        head(source, args.requests, options["trace"])
+        named = Path(source).name
+    else:
+        named = f"--workload {args.workload}"
     requests = work / "requests.jsonl"
-    requests_file(trace, requests)
+    requests_file(args.workload, options, args.output_tokens, requests)
     count = sum(1 for _ in open(requests))
-    print(f"{count} requests of {Path(args.trace).name}, {BLOCK}-token blocks; vLLM {VERSION} beside kvlab simulate")
+    print(f"{count} requests of {named}, {BLOCK}-token blocks; vLLM {VERSION} beside kvlab simulate")
     print("| setting | GPU blocks | CPU blocks | tool | GPU hit tokens | CPU hit tokens | preemptions | steps", end="")
     print(" | requests that differ |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
@@ -151,7 +163,7 @@ def main(argv=None):
             continue
         clients = clients or count
         started = time.monotonic()
-        ours, our_steps = run_kvlab(trace, clients, gpu_blocks, cpu_blocks)
+        ours, our_steps = run_kvlab(args.workload, options, args.output_tokens, clients, gpu_blocks, cpu_blocks)
         our_s = time.monotonic() - started
         # Without a CPU tier vLLM's run does not depend on the hash seed; with one it does (the module's docstring):
         # seeds are tried in turn until one run agrees on every request, at most --seeds.
