@@ -60,7 +60,7 @@ bench-scale: $(VENV)/.bench-installed
 	$(BIN)/python bench/scale.py $(if $(SIZES),--sizes $(SIZES))
 
 # A real engine under load (docs/simulate.md): llama.cpp's llama-server (4 slots, a host-RAM prompt cache) under two
-# Poisson loads, its per-request reuse (from its log) and TTFT beside kvlab/engine/llama_server.py's, calibrated on
+# Poisson loads, its per-request reuse (from its log) and TTFT beside kvlab/simulator/llama_server.py's, calibrated on
 # the first run (server/load_check.py, about 1.5 minutes; --strict-time: the TTFT within 15% is part of the verdict).
 # server/build_llama_server.sh builds llama-server once (6 min 41 s on 2 cores) into ~/.cache/kvlab.
 .PHONY: bench-server

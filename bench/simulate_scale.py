@@ -4,7 +4,7 @@ and peak resident memory, with a ``--max-memory`` the compiled loop fits in (``-
 (``--limit``: the Python engine serves it); and the same command under a limit below what either needs, which must
 stop early with one line (the memory rule holds).
 
-The compiled loop (kvlab/engine/kernel.py) keeps a few arrays per distinct block of the trace. The Python engine
+The compiled loop (kvlab/simulator/kernel.py) keeps a few arrays per distinct block of the trace. The Python engine
 holds what is in flight, the GPU pool and the CPU tier, and per request its four times (typed arrays): nothing per
 block of the trace (its own ids key the blocks), so its memory stays flat as the trace grows; a queue that grows
 (arrivals faster than the engine serves) is checked against the limit as it grows. Both give the same figures.

@@ -28,21 +28,21 @@ DISK_COUNTERS = ("disk_blocks", "disk_tokens")
 
 
 def replay(workload, cache, per_request=None, progress=None, meter=None):
-    """Serve every request of ``workload`` through ``cache`` (a :class:`kvlab.cache.interface.Engine`); return one
+    """Serve every request of ``workload`` through ``cache`` (a :class:`kvlab.cache.interface.Cache`); return one
     list of COUNTERS per round.
 
-    An engine that serves typed batches (a :class:`kvlab.cache.interface.BatchEngine`: the compiled one,
+    A cache that serves typed batches (a :class:`kvlab.cache.interface.BatchCache`: the compiled one,
     ``kvlab/cache/compiled.py``) reads the workload's batches, any other its Python requests. With ``per_request``
     (a list), append the per-request table's columns, as a dict of arrays per batch (:func:`rows_of` reads them);
     ``progress(n)`` is called after every ``n`` requests (a progress bar's update). ``meter``
     (:class:`kvlab.util.memory.Meter`) stops a workload too large for the memory allowed, as it is read.
     """
-    from kvlab.cache.interface import BatchEngine, Engine
+    from kvlab.cache.interface import BatchCache, Cache
 
-    if isinstance(cache, BatchEngine):
+    if isinstance(cache, BatchCache):
         return _replay_batches(workload, cache, per_request, progress, meter)
-    if not isinstance(cache, Engine):
-        raise TypeError(f"{type(cache).__name__} is not a two-tier engine (kvlab/cache/interface.py)")
+    if not isinstance(cache, Cache):
+        raise TypeError(f"{type(cache).__name__} is not a two-tier cache (kvlab/cache/interface.py)")
     return _replay_requests(workload, cache, per_request, progress, meter)
 
 

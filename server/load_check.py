@@ -1,4 +1,4 @@
-"""Does the llama-server model (kvlab/engine/llama_server.py) predict a real llama-server under load?
+"""Does the llama-server model (kvlab/serving/llama_cpp.py) predict a real llama-server under load?
 
 Two runs of server/load.py on a fresh server each (the same workload generator and seed, so the model regenerates
 every prompt's exact tokens), a light one (``--fit``, default 2/s x 60: little queueing) and a heavy one
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "server"))
 
 import load  # noqa: E402
 
-from kvlab.engine import llama_server as model  # noqa: E402
+from kvlab.serving import llama_cpp as model  # noqa: E402
 
 TIME = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ")
 STATE = re.compile(r"saving prompt with length (\d+), total state size = ([\d.]+) MiB")

@@ -1,7 +1,7 @@
-"""A brute-force model of the engine's scheduler and GPU pool, written apart from ``kvlab/engine``: one step at a time
-(no runs of decode steps priced at once), the free queue a plain list, every block a Python object, no CPU tier.
+"""A brute-force model of the engine's scheduler and GPU pool, written apart from ``kvlab/simulator``: one step at a
+time (no runs of decode steps priced at once), the free queue a plain list, every block a Python object, no CPU tier.
 
-The rules it follows are vLLM v1's as ``kvlab/engine/simulator.py`` states them: running requests first, each its
+The rules it follows are vLLM v1's as ``kvlab/simulator/events.py`` states them: running requests first, each its
 next chunk (or one decode token) within the step's budget, the newest running request preempted while a
 request's blocks do not fit; then, if nothing was preempted, waiting requests in order while the budget and the
 sequence limit allow, each looked up again (its hit a token short of its sequence, in whole blocks) and admitted only
@@ -12,7 +12,7 @@ tokens computed at its end.
 
 import math
 
-from kvlab.engine.cost import context_step
+from kvlab.simulator.cost import context_step
 
 
 class ToyCost:

@@ -105,9 +105,9 @@ CASES = {
     "numba: a garbage and a truncated index, truncated data": (
         SIMULATE,
         lambda p: (
-            garbage(cached(p, "engine/kernel.py", "known_prices", ".nbi")),
+            garbage(cached(p, "simulator/kernel.py", "known_prices", ".nbi")),
             truncated(cached(p, "workloads/dense.py", "_intern", ".nbi")),
-            truncated(cached(p, "engine/kernel.py", "moved_prices", ".nbc")),
+            truncated(cached(p, "simulator/kernel.py", "moved_prices", ".nbc")),
         ),
     ),  # fmt: skip
     "numba: an index of one pickle, data cut at a STOP byte": (

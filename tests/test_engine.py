@@ -1,4 +1,4 @@
-"""The time-aware replay (kvlab/engine): at zero load its tiers equal ``kvlab replay``'s request by request for every
+"""The time-aware replay (kvlab/simulator): at zero load its tiers equal ``kvlab replay``'s request by request for every
 write policy, eviction order and LMCache switch; under load its scheduler and pool equal a brute-force model written
 apart (tests/engine_reference.py) request by request; and the command's figures hold together."""
 
@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from test_write_policies import VARIANTS  # (write policy, touch_cpu_on_gpu_hit, re_store_on_gpu_hit)
 
 from kvlab.cache.write_policies import make_cache
-from kvlab.engine.pool import BlockPool
-from kvlab.engine.settings import EngineSettings
-from kvlab.engine.simulator import STUCK, Engine
-from kvlab.engine.versions import rules_for
 from kvlab.loop import replay, rows_of
+from kvlab.serving.vllm import rules_for
+from kvlab.simulator.events import STUCK, Simulator
+from kvlab.simulator.pool import BlockPool
+from kvlab.simulator.settings import EngineSettings
 from kvlab.util.errors import KvlabError
 from kvlab.workloads import Timed
 
@@ -57,7 +57,7 @@ def engine_run(
             eviction_order=order,
             **({"touch_cpu_on_gpu_hit": touch, "re_store_on_gpu_hit": re_store} if policy == "write-through" else {}),
         )
-    simulator = Engine(
+    simulator = Simulator(
         BlockPool(gpu_blocks, block),
         ToyCost(block),
         offload,
@@ -354,7 +354,9 @@ def test_the_engine_is_stuck_only_behind_requests_loaded_from_the_cpu(workload, 
     def run(blocks):
         offload = make_cache("write-through", 0, cpu * block, block)
         # kvlab's write-through tier under vLLM 0.14's admission (a first chunk fitting): the rules this stop models
-        simulator = Engine(BlockPool(blocks, block), ToyCost(block), offload, engine, True, rules=rules_for("0.14.0"))
+        simulator = Simulator(
+            BlockPool(blocks, block), ToyCost(block), offload, engine, True, rules=rules_for("0.14.0")
+        )
         timed = [(0.0, Timed(keys, tokens, 0.0, output)) for keys, tokens, output in requests]
         try:
             simulator.run(iter(timed))

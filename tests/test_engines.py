@@ -1,4 +1,4 @@
-"""``kvlab plan --engine`` (kvlab/sizing/engines.py): the budget per GPU as each engine reads its own setting
+"""``kvlab plan --engine`` (kvlab/serving/): the budget per GPU as each engine reads its own setting
 (vLLM: GiB in total over the ranks; LMCache: GiB per rank; SGLang: whole decimal GB per rank, rounded down),
 the host memory each allocates, computed here from the rules in docs/engines.md, the chunk each is set to, and
 the hit ratio at what the setting really holds."""
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kvlab.cache.write_policies import make_cache
 from kvlab.loop import replay
-from kvlab.sizing.engines import ENGINES, engine_settings
+from kvlab.serving import OFFLOADING, engine_settings
 from kvlab.sizing.model_size import read_model_config
 from kvlab.workloads import WORKLOADS
 
@@ -63,7 +63,7 @@ def test_mla_is_one_copy_for_vllm_and_sglang_counts_the_indexer():
     assert sglang["host_ram_gib"] == round((size * 10**9 * 8 + indexer) / 2**30, 4)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", OFFLOADING)
 def test_the_plan_ends_with_the_engine_settings(engine):
     args = ["--workload", "lab", "--model-config", MODELS / "Qwen2.5-7B-Instruct" / "config.json"]
     args += ["--gpu-tokens", "21520", "--cpu-gib", "1.5", "--tp", "2"]

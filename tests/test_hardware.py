@@ -26,7 +26,8 @@ from kvlab.latency.database import Database
 from kvlab.latency.hardware import HardwareModel, HardwareSettings
 from kvlab.latency.shape import read_compute_shape
 from kvlab.latency.systems import database_versions, read_system, system_names
-from kvlab.latency.transfer import COPY_US, Link, transfer_unit
+from kvlab.latency.transfer import Link
+from kvlab.serving import ENGINES as SERVING
 
 MODELS = ROOT / "models"
 LLAMA_8B = MODELS / "Llama-3.1-8B-Instruct" / "config.json"
@@ -346,10 +347,10 @@ def test_effective_bandwidth_grows_with_the_unit_below_the_peak(peak, copy, unit
 
 
 def test_vllm_16_token_blocks_of_llama_8b_move_at_5_gbps(engines):
-    """vllm#33398: about 5 GB/s CPU->GPU for Llama-3.1-8B's 16-token blocks on an H100 (the fit of COPY_US)."""
+    """vllm#33398: about 5 GB/s CPU->GPU for Llama-3.1-8B's 16-token blocks on an H100 (the fit of vLLM's copy_us)."""
     model = engines["vllm"]
-    assert model.block_tokens == 16 and model.link.peak_gbps == 64.0 and model.link.copy_us == COPY_US["vllm"]
-    unit = transfer_unit("vllm", 16, 16, LLAMA_8B_PER_TOKEN, 32)
+    assert model.block_tokens == 16 and model.link.peak_gbps == 64.0 and model.link.copy_us == SERVING["vllm"].copy_us
+    unit = SERVING["vllm"].transfer_unit(16, 16, LLAMA_8B_PER_TOKEN, 32)
     assert unit == 32 * 1024  # one layer's K (or V) of a block: 16 tokens x 8 heads x 128 dims x 2 bytes
     assert model.link.effective_gbps(unit) == pytest.approx(5.0, rel=0.02)
     tokens = 16 * 1000
@@ -467,7 +468,7 @@ def test_predict_lab_is_priced_by_the_database(tmp_path, handles):
         tokens, gpu, cpu = (int(row[key]) for key in TIERS[:3])
         assert int(row["computed_tokens"]) == tokens - gpu - cpu
         size = cpu * LLAMA_8B_PER_TOKEN
-        load = math.ceil(size / unit) * COPY_US["vllm"] / 1e3 + size / 64e6 if cpu else 0.0
+        load = math.ceil(size / unit) * SERVING["vllm"].copy_us / 1e3 + size / 64e6 if cpu else 0.0
         prefill = handle.predict_prefill_latency(1, tokens, min(gpu + cpu, tokens - 1))
         assert float(row["load_ms"]) == pytest.approx(load, abs=6e-4)
         assert float(row["prefill_ms"]) == pytest.approx(prefill, abs=6e-4)

@@ -82,7 +82,7 @@ def test_an_output_no_pool_holds_is_refused_in_one_line(conversation):
     as it arrives (vLLM refuses a model length its KV cache cannot hold); it used to number each request's 2 million
     generated blocks first (10.8 GB) and then say nothing of the refusals, with exit 0. (10**9 is past the bound on an
     output now: the longest allowed.)"""
-    from kvlab.engine.settings import MAX_OUTPUT_TOKENS
+    from kvlab.simulator.settings import MAX_OUTPUT_TOKENS
 
     done = limited(
         "simulate", "--workload", "mooncake", "--trace", conversation, *MODEL, "--output-tokens", MAX_OUTPUT_TOKENS
@@ -294,7 +294,7 @@ def test_a_huge_grid_is_refused_before_its_values_are_read():
 def test_an_output_past_any_context_is_refused_alike(conversation):
     """``--output-tokens 10**8`` with a pool to hold it ran for minutes (a step per token), printing nothing: an output
     longer than any model's context is refused by the command and the API in the same line."""
-    from kvlab.engine.settings import MAX_OUTPUT_TOKENS
+    from kvlab.simulator.settings import MAX_OUTPUT_TOKENS
 
     too_long = MAX_OUTPUT_TOKENS + 1
     line = one_line(
@@ -312,8 +312,8 @@ def test_a_step_budget_whose_activations_fill_the_gpu_names_its_flag():
     """``--max-num-batched-tokens 10**12``: the activations of the profiling pass, not the weights, leave no room, and
     the line said "give a larger --tp"; it names the flag and the rule's figures (those of the default budget's
     rule: the weights and the budget do not change with it)."""
-    from kvlab.engine.memory import gpu_pool
     from kvlab.latency.hardware import HardwareModel, HardwareSettings
+    from kvlab.serving.vllm import gpu_pool
 
     args = ("simulate", "--workload", "lab", *MODEL, "--max-num-batched-tokens", 10**12)
     line = one_line(kvlab(*args), 2)

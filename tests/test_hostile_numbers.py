@@ -13,7 +13,7 @@ import yaml
 from conftest import ROOT, kvlab, load_config
 
 import kvlab as api
-from kvlab.engine.arrivals import PACE
+from kvlab.simulator.arrivals import PACE
 from kvlab.util.errors import SettingError
 
 LLAMA = "models/Llama-3.1-8B-Instruct/config.json"

@@ -12,13 +12,14 @@ from conftest import KVLAB
 # Bottom to top. A module's layer is that of the longest prefix listed; a layer may import its own and those below.
 LAYERS = (
     ("kvlab.util",),
+    ("kvlab.serving",),
     ("kvlab.workloads",),
     ("kvlab.cache",),
     ("kvlab.loop",),
     ("kvlab.curves", "kvlab.designs"),
     ("kvlab.sizing",),
     ("kvlab.latency",),
-    ("kvlab.engine",),
+    ("kvlab.simulator",),
     ("kvlab.measure",),
     ("kvlab.report",),
     ("kvlab.api",),

@@ -1,4 +1,4 @@
-"""The one two-tier interface (kvlab/cache/interface.py): every engine is an ``Engine``, the replay serves any of
+"""The one two-tier interface (kvlab/cache/interface.py): every engine is an ``Cache``, the replay serves any of
 them through its one loop, and ``CacheSettings`` are the commands' flags, refuse what the flags refuse and build
 the engines the commands use.
 
@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from kvlab.cache.compiled import CompiledLRU, compiles
 from kvlab.cache.costs import WindowCosts
 from kvlab.cache.eviction import EVICTION_POLICIES
-from kvlab.cache.interface import CACHE_SETTINGS, ROOMS, BatchEngine, CacheSettings, Engine
-from kvlab.cache.llama_cpp import LlamaCppServer
+from kvlab.cache.interface import CACHE_SETTINGS, ROOMS, BatchCache, Cache, CacheSettings
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS, Blocks
 from kvlab.cache.tiers import DISK_SETTINGS
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES, WriteThrough
 from kvlab.kvsim import TWO_TIER_CACHES
 from kvlab.loop import TIER_COLUMNS, DocumentReads, replay, rows_of, tiers
+from kvlab.serving.llama_cpp import LlamaCppServer
 from kvlab.sizing.plan import StoredBlocks
 from kvlab.workloads import LabWorkload
 from kvlab.workloads.stream import concatenate, requests_of
@@ -64,15 +64,15 @@ def engines():
 
 @pytest.mark.parametrize("engine", list(engines()), ids=lambda engine: type(engine).__name__)
 def test_every_engine_is_an_engine_and_only_the_compiled_one_serves_batches(engine):
-    assert isinstance(engine, Engine)
-    assert isinstance(engine, BatchEngine) == isinstance(engine, CompiledLRU)
+    assert isinstance(engine, Cache)
+    assert isinstance(engine, BatchCache) == isinstance(engine, CompiledLRU)
     workload = LabWorkload(2, docs=3, tokens=5, passes="fwd,rev")
     totals = replay(workload, engine)
     assert [row[:3] for row in totals] == [[3, 9, 15], [3, 9, 15]]
 
 
 def test_the_replay_refuses_what_is_not_an_engine():
-    with pytest.raises(TypeError, match="dict is not a two-tier engine"):
+    with pytest.raises(TypeError, match="dict is not a two-tier cache"):
         replay(LabWorkload(2, docs=1, tokens=2), {"serve": None})
 
 

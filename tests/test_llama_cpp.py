@@ -1,4 +1,4 @@
-"""kvlab's model of llama-cpp-python's server (kvlab/cache/llama_cpp.py) against an independent token-level model of
+"""kvlab's model of llama-cpp-python's server (kvlab/serving/llama_cpp.py) against an independent token-level model of
 the server's code (a context of one prompt; a RAM cache of saved states found by longest common prefix), and the
 server's behaviours the issue observed: the lab's cliff, the BOS touch, a reused document's two states, a state
 larger than the room. The real server is checked by `make test-server` (server/check.py)."""
@@ -6,8 +6,8 @@ larger than the room. The real server is checked by `make test-server` (server/c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.cache.llama_cpp import LlamaCppServer
 from kvlab.loop import replay
+from kvlab.serving.llama_cpp import LlamaCppServer
 from kvlab.workloads import LabWorkload
 
 BOS = -1

@@ -1,4 +1,4 @@
-"""The llama-server model (kvlab/engine/llama_server.py) against brute-force readings of the rules it models: no
+"""The llama-server model (kvlab/serving/llama_cpp.py) against brute-force readings of the rules it models: no
 server, small synthetic workloads. Each expectation comes from a function written here from the rules (llama.cpp
 b11434, tools/server/), not from the model's code: one slot and no RAM cache is a FIFO queue with a longest-common-
 prefix cache of one; with requests that never overlap, slot selection (LCP over --slot-prompt-similarity, else LRU)
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from kvlab.engine import llama_server as model
+from kvlab.serving import llama_cpp as model
 
 FAST = model.Costs(
     step_ms=0.0,

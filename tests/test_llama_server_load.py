@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_llama_server_engine import FAST as PRICES  # the engine tests' prices: 0 for a ubatch
 
-from kvlab.engine import llama_server as model
+from kvlab.serving import llama_cpp as model
 
 
 def split_equal_count(parts, n_ubatch):

@@ -8,7 +8,7 @@ import statistics
 
 from conftest import ROOT, kvlab, load_config
 
-from kvlab.cache.llama_cpp import LlamaCppServer
+from kvlab.serving.llama_cpp import LlamaCppServer
 from kvlab.summarize import read_records
 from kvlab.workflow import commands, paths
 

@@ -1,6 +1,6 @@
-"""The compiled event loop (kvlab/engine/kernel.py, driven by kvlab/engine/compiled.py) against the Python engine it
-mirrors (kvlab/engine/simulator.py, itself checked against a brute-force model in tests/test_engine.py): the same
-figures, per request and per run, bit for bit, on random workloads through small pools (chunked prefills,
+"""The compiled event loop (kvlab/simulator/kernel.py, driven by kvlab/simulator/compiled.py) against the Python
+engine it mirrors (kvlab/simulator/events.py, itself checked against a brute-force model in tests/test_engine.py): the
+same figures, per request and per run, bit for bit, on random workloads through small pools (chunked prefills,
 preemptions, refusals, the CPU tier's loads and stores, generated blocks kept or dropped), the trace read a few
 requests at a time; and ``kvlab simulate`` prints the same bytes whichever engine serves it."""
 
@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from test_engine import chains, trace_head
 
 from kvlab.cache.write_policies import make_cache
-from kvlab.engine import compiled
-from kvlab.engine.arrivals import Arrivals
-from kvlab.engine.pool import BlockPool
-from kvlab.engine.settings import EngineSettings
-from kvlab.engine.simulator import Engine
-from kvlab.engine.versions import RULES, rules_for
+from kvlab.serving.vllm import RULES, rules_for
+from kvlab.simulator import compiled
+from kvlab.simulator.arrivals import Arrivals
+from kvlab.simulator.events import Simulator
+from kvlab.simulator.pool import BlockPool
+from kvlab.simulator.settings import EngineSettings
 from kvlab.util.errors import KvlabError
 from kvlab.util.memory import Footprint, Meter
 from kvlab.workloads import Timed
@@ -70,7 +70,7 @@ def both(workload, block, gpu, cpu, order, arrivals, engine, rules=None):
             else:
                 offload = make_cache("write-through", 0, cpu * block, block, eviction_order=order) if cpu else None
                 pool = BlockPool(gpu, block)
-                simulator = Engine(pool, cost, offload, engine, True, tail_first=order == "tail-first", rules=rules)
+                simulator = Simulator(pool, cost, offload, engine, True, tail_first=order == "tail-first", rules=rules)
                 stats = simulator.run(arrivals.open_times(workload.timed()))
         except KvlabError as error:
             results.append(str(error))

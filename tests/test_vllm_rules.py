@@ -1,5 +1,5 @@
-"""vLLM's rules by version (kvlab/engine/versions.py) as ``kvlab simulate`` applies them, and vLLM 0.33's CPU tier
-(kvlab/engine/offloading.py): a run at zero load against what any prefix cache must find, and its eviction order
+"""vLLM's rules by version (kvlab/serving/vllm.py) as ``kvlab simulate`` applies them, and vLLM 0.33's CPU tier
+(kvlab/simulator/offloading.py): a run at zero load against what any prefix cache must find, and its eviction order
 against a brute-force reading of vLLM's LRU ranks. ``make bench-vllm`` holds the same rules against vLLM's own code."""
 
 import json
@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine import chains
 
-from kvlab.engine.offloading import OffloadingConnector, RequestState
-from kvlab.engine.pool import BlockPool
-from kvlab.engine.settings import EngineSettings
-from kvlab.engine.simulator import Engine
-from kvlab.engine.versions import NEWEST, RULES, rules_for
+from kvlab.serving.vllm import NEWEST, RULES, rules_for
+from kvlab.simulator.events import Simulator
+from kvlab.simulator.offloading import OffloadingConnector, RequestState
+from kvlab.simulator.pool import BlockPool
+from kvlab.simulator.settings import EngineSettings
 from kvlab.util.errors import SettingError
 from kvlab.workloads import Timed
 
@@ -91,7 +91,7 @@ def test_at_zero_load_a_cpu_tier_that_holds_everything_finds_every_prefix_seen(w
     gpu = data.draw(st.integers(max(needs), max(needs) + 6), label="gpu blocks")
     everything = sum(len(keys) for keys, _, _ in requests)
     engine = EngineSettings(generated_blocks=data.draw(st.sampled_from(["keep", "drop"]), label="generated"))
-    simulator = Engine(
+    simulator = Simulator(
         BlockPool(gpu, block), ToyCost(block), OffloadingConnector(everything), engine, True, rules=rules_for(NEWEST)
     )
     timed = [

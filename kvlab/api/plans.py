@@ -177,8 +177,9 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.curves.mrc import FOOTPRINT
     from kvlab.latency.hardware import no_disk_pricing
+    from kvlab.serving import ENGINES as SERVING
+    from kvlab.serving import OFFLOADING as ENGINES
     from kvlab.sizing import plan as planner
-    from kvlab.sizing.engines import ENGINES
     from kvlab.sizing.model_size import KV_DTYPES, decimal_gib
     from kvlab.workloads import whole_number
 
@@ -213,7 +214,8 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         checked["cpu_gib"] = node["cpu_gib"]
     if checked["cpu_gib"] is None:
         checked["cpu_gib"] = decimal_gib(0)
-    window_rule = checked["window_rule"] or ("in-window" if checked["engine"] == "vllm" else "all-layers")
+    engine = SERVING.get(checked["engine"])
+    window_rule = checked["window_rule"] or (engine.window_rule if engine else "all-layers")
     made, shape, _, gpu_tokens = plan_setting(
         workload,
         options,
@@ -306,7 +308,7 @@ def _per_node(amount, tp, hardware):
     """The per-GPU budget of ``amount`` GiB of a node's host memory for the KV cache: divided over the instance's
     ranks on the node, min(tp, GPUs per node: the ``gpu_system``'s, else 8), rounded down to the 18 decimal places
     a budget takes. Every engine sizes its CPU cache per rank (LMCache's max_local_cpu_size per worker, SGLang's
-    --hicache-size per rank); vLLM's --kv-offloading-size is then the ranks' total (kvlab/sizing/engines.py)."""
+    --hicache-size per rank); vLLM's --kv-offloading-size is then the ranks' total (kvlab/serving/)."""
     import math
     from fractions import Fraction
 
@@ -355,13 +357,13 @@ def _ttft(model, made, shape, rooms, rules, window_rule, meter, disk_tokens=None
     return {"latency": model.describe(disk=bool(disk_tokens)), "all": everything, "rounds": per_round}
 
 
-LOADS = ("speedup", "rate", "clients")  # kvlab simulate's arrivals (kvlab/engine/arrivals.py)
+LOADS = ("speedup", "rate", "clients")  # kvlab simulate's arrivals (kvlab/simulator/arrivals.py)
 
 
 def load_spec(text):
     """``"rate=0.5"`` -> ``{"rate": 0.5}``: one of :data:`LOADS` and its number (``clients`` a whole one; a rate or
-    a speedup within kvlab simulate's range, :data:`kvlab.engine.arrivals.PACE`)."""
-    from kvlab.engine.arrivals import MAX_CLIENTS, pace
+    a speedup within kvlab simulate's range, :data:`kvlab.simulator.arrivals.PACE`)."""
+    from kvlab.simulator.arrivals import MAX_CLIENTS, pace
     from kvlab.util.files import number_text, shown
 
     name, _, value = str(text).partition("=")
@@ -430,7 +432,7 @@ def _load(load, workload, options, model_config, checked, hardware, cache, max_m
 
 def disk_note(disk_tokens):
     """What the load leaves out of a plan with a disk tier: kvlab simulate's engine has a GPU pool and a CPU tier
-    only (kvlab/engine/simulator.py), so its times are those of the plan without its disk."""
+    only (kvlab/simulator/events.py), so its times are those of the plan without its disk."""
     return (
         f"kvlab simulate has no disk tier: the time under load is without the plan's disk of {disk_tokens:,} tokens"
         " (its hits recomputed)"

@@ -109,11 +109,11 @@ def replay_footprint(cache, per_request):
     what reading holds at once; the table's row per request, if kept (its columns, pandas' frame and its copy, the
     CSV text)."""
     from kvlab.cache.compiled import FOOTPRINT, READING_BYTES
-    from kvlab.cache.interface import BatchEngine
+    from kvlab.cache.interface import BatchCache
     from kvlab.util.memory import PANDAS_BYTES, Footprint
 
     row, table = (408, PANDAS_BYTES) if per_request else (0, 0)
-    if isinstance(cache, BatchEngine):
+    if isinstance(cache, BatchCache):
         return Footprint(request=row, key=FOOTPRINT.key, fixed=FOOTPRINT.fixed + table)
     fixed = FOOTPRINT.fixed if cache.offline else READING_BYTES  # opt loads the whole workload as the compiled do
     return Footprint(access=120 if cache.offline else 0, request=row, key=250, fixed=fixed + table)  # Python objects
@@ -132,11 +132,12 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
     :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
     from kvlab.cache.eviction import EVICTION_POLICIES
     from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
-    from kvlab.cache.llama_cpp import SERVERS, LlamaCppServer
     from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.cache.tiers import DISK_SETTINGS
     from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.loop import replay as replayed
+    from kvlab.serving import SERVERS
+    from kvlab.serving.llama_cpp import LlamaCppServer
     from kvlab.workloads import whole_number
 
     options = {key: settings.pop(key) for key in list(settings) if key not in replay_settings()}

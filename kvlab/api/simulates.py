@@ -136,18 +136,18 @@ def simulate(
     **settings,
 ):
     """``workload`` through one engine instance on a clock: arrivals (``speedup`` of the trace's clock, a Poisson
-    ``rate`` or ``clients``), the engine's settings (:class:`kvlab.engine.settings.EngineSettings`' fields), the
+    ``rate`` or ``clients``), the engine's settings (:class:`kvlab.simulator.settings.EngineSettings`' fields), the
     cache's (``kvlab replay``'s: ``gpu_tokens`` or ``gpu_blocks``, ``cpu_tokens`` or ``cpu_blocks``,
     ``block_tokens``, ``write_policy``, ...) and the hardware's (:class:`kvlab.latency.hardware.HardwareSettings`'
     fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
     percentiles. A :class:`Simulation`; with ``dry_run``, None once every setting is checked as the run checks it
     (``kvlab config``'s look at a job before any job runs), nothing read or run."""
     from kvlab.cache.interface import CacheSettings
-    from kvlab.engine.arrivals import Arrivals
-    from kvlab.engine.cost import StepCost
-    from kvlab.engine.memory import gpu_pool
-    from kvlab.engine.settings import EngineSettings, engine_setting_names
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
+    from kvlab.serving.vllm import gpu_pool
+    from kvlab.simulator.arrivals import Arrivals
+    from kvlab.simulator.cost import StepCost
+    from kvlab.simulator.settings import EngineSettings, engine_setting_names
     from kvlab.workloads import whole_number
 
     hardware = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
@@ -226,10 +226,10 @@ def simulate(
 
 
 def _rules(engine, model):
-    """vLLM's rules (:func:`kvlab.engine.versions.rules_for`) of ``--engine-version``, else of the database's
+    """vLLM's rules (:func:`kvlab.serving.vllm.rules_for`) of ``--engine-version``, else of the database's
     version where it prices the run (rules and prices from one version), else the newest; and where they come from:
     ``--engine-version``, or (the version, why)."""
-    from kvlab.engine.versions import NEWEST, rules_for
+    from kvlab.serving.vllm import NEWEST, rules_for
 
     asked = model.settings.engine_version
     if asked is not None:
@@ -242,7 +242,7 @@ def _rules(engine, model):
 
 
 def _connector(engine, rules, chosen, cost):
-    """Whether the CPU tier is vLLM's OffloadingConnector (kvlab/engine/offloading.py): vLLM's engine and scheduler
+    """Whether the CPU tier is vLLM's OffloadingConnector (kvlab/simulator/offloading.py): vLLM's engine and scheduler
     from 0.33, written through, LMCache's switches off; else the write policy's (kvlab/cache/write_policies.py)."""
     return (
         rules.offloading_connector
@@ -255,12 +255,12 @@ def _connector(engine, rules, chosen, cost):
 
 
 def _run(made, engine, rules, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first):
-    """The run's :class:`kvlab.engine.simulator.EngineStats`: the compiled loop's where it serves the run within
+    """The run's :class:`kvlab.simulator.events.SimulatorStats`: the compiled loop's where it serves the run within
     --max-memory, else the Python engine's. ``gpu_blocks``: the blocks a request can take (vLLM's null block
     aside)."""
-    from kvlab.engine import compiled
-    from kvlab.engine.pool import BlockPool
-    from kvlab.engine.simulator import Engine
+    from kvlab.simulator import compiled
+    from kvlab.simulator.events import Simulator
+    from kvlab.simulator.pool import BlockPool
     from kvlab.util.memory import MemoryLimitError
 
     block = chosen.block_tokens
@@ -278,7 +278,7 @@ def _run(made, engine, rules, chosen, arrivals, cost, meter, gpu_blocks, cpu_blo
     if stats is None:
         offload = None
         if cpu_blocks and _connector(engine, rules, chosen, cost):
-            from kvlab.engine.offloading import OffloadingConnector
+            from kvlab.simulator.offloading import OffloadingConnector
 
             offload = OffloadingConnector(cpu_blocks)
         elif cpu_blocks:
@@ -286,7 +286,7 @@ def _run(made, engine, rules, chosen, arrivals, cost, meter, gpu_blocks, cpu_blo
 
             offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
         pool = BlockPool(gpu_blocks, block)
-        simulator = Engine(pool, cost, offload, engine, per_request, tail_first=tail_first, rules=rules)
+        simulator = Simulator(pool, cost, offload, engine, per_request, tail_first=tail_first, rules=rules)
         simulator.meter = meter
         timed = _metered(made, meter)
         stats = simulator.run(
@@ -301,7 +301,7 @@ def simulate_footprint(gpu_blocks, cpu_blocks, per_request, interned):
     while they grow, and the copies the percentiles take) and, if kept, its table row (a tuple, the frame, the CSV
     text); per distinct block the dense ids of blocks cut from a trace block; fixed, reading the trace (its batch of
     lines: what every trace reader holds) and the GPU pool's and the CPU tier's entries (an OrderedDict entry and its
-    key each). A waiting request holds more (kvlab/engine/simulator.py: the engine checks its queue)."""
+    key each). A waiting request holds more (kvlab/simulator/events.py: the engine checks its queue)."""
     from kvlab.cache.compiled import READING_BYTES
     from kvlab.util.memory import Footprint
 

@@ -1,14 +1,14 @@
-"""The one interface of a two-tier cache engine, and the settings that build one.
+"""The one interface of a two-tier cache, and the settings that build one.
 
-Every engine the replay (``kvlab/loop.py``) serves a workload through is an :class:`Engine`: the
+Every cache the replay (``kvlab/loop.py``) serves a workload through is a :class:`Cache`: the
 reference (``PrefixCache`` and its write policies, ``kvlab/cache/prefix.py``, ``write_policies.py``), the
 compiled (``CompiledLRU``, ``kvlab/cache/compiled.py``) and a server's own design (``LlamaCppServer``,
-``kvlab/cache/llama_cpp.py``). Each serves one request at a time (``serve``); an engine that also serves a
-typed batch at once (``serve_batch``) is a :class:`BatchEngine`, and the replay reads it the workload's batches.
+``kvlab/serving/llama_cpp.py``). Each serves one request at a time (``serve``); a cache that also serves a
+typed batch at once (``serve_batch``) is a :class:`BatchCache`, and the replay reads it the workload's batches.
 
 :class:`CacheSettings` are a cache's settings as the commands take them: its fields are the flags
 (``--gpu-tokens`` ...) and the config keys (``gpu_tokens`` ...), in the order the replay reports them, checked
-when made; :meth:`CacheSettings.build` makes the engine. They are defined beside the write policies they name
+when made; :meth:`CacheSettings.build` makes the cache. They are defined beside the write policies they name
 and build (``kvlab/cache/write_policies.py``, which the workflow reads the setting names from: it imports
 nothing above it) and given here with the interface.
 """
@@ -17,11 +17,11 @@ from typing import Protocol, runtime_checkable
 
 from .write_policies import CACHE_SETTINGS, ROOMS, CacheSettings
 
-__all__ = ["CACHE_SETTINGS", "ROOMS", "BatchEngine", "CacheSettings", "Engine"]
+__all__ = ["CACHE_SETTINGS", "ROOMS", "BatchCache", "CacheSettings", "Cache"]
 
 
 @runtime_checkable
-class Engine(Protocol):
+class Cache(Protocol):
     """A GPU and a CPU tier of KV blocks that serve each request's cached prefix."""
 
     block_tokens: int  # tokens per block: a request's blocks are all this long but perhaps its last
@@ -37,8 +37,8 @@ class Engine(Protocol):
 
 
 @runtime_checkable
-class BatchEngine(Engine, Protocol):
-    """An engine that serves typed batches of requests (dense keys) at once: the replay's fast path."""
+class BatchCache(Cache, Protocol):
+    """A cache that serves typed batches of requests (dense keys) at once: the replay's fast path."""
 
     def serve_batch(self, columns, totals, served=None) -> None:
         """Serve a batch (:class:`kvlab.workloads.stream.Columns`): add each round's counters to ``totals`` (rounds

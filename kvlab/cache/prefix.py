@@ -34,7 +34,7 @@ class PrefixCache:
     unit of ``blocks``' sizes where it is given (:mod:`kvlab.cache.costs`).
 
     Subclasses are the write policies: the CPU's part before and after the GPU's (:meth:`cpu_before`,
-    :meth:`cpu_after`), which the time-aware replay (``kvlab/engine``) also calls on its own GPU pool.
+    :meth:`cpu_after`), which the time-aware replay (``kvlab/simulator``) also calls on its own GPU pool.
     """
 
     takes_victims = False  # whether cpu_after takes what left the GPU (write-back)

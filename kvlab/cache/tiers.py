@@ -41,7 +41,7 @@ def disk_policy(name, room, partial_blocks="drop"):
 
 
 class Tiered:
-    """A two-tier engine (:class:`kvlab.cache.interface.Engine`: the reference designs or the compiled one) and a disk
+    """A two-tier cache (:class:`kvlab.cache.interface.Cache`: the reference designs or the compiled one) and a disk
     tier of ``disk_room`` tokens below it. ``serve`` returns the engine's four figures and then the disk's blocks and
     tokens: ``(gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens, disk_blocks, disk_tokens)``."""
 

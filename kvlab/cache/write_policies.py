@@ -194,7 +194,7 @@ class CacheSettings:
         return shown
 
     def build(self, workload=None, blocks=None):
-        """The engine (a :class:`kvlab.cache.interface.Engine`). With ``workload`` (whose blocks must be
+        """The cache (a :class:`kvlab.cache.interface.Cache`). With ``workload`` (whose blocks must be
         ``block_tokens`` long), the compiled one where it has these settings and compiling pays for the workload's
         size (the replay's choice: ``kvlab/cache/compiled.py``); else the reference engine of the write policy, its
         rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`)."""

@@ -15,7 +15,7 @@ from kvlab.cli.flags import (
     workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
-from kvlab.sizing.engines import ENGINES
+from kvlab.serving import OFFLOADING as ENGINES
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number
 

@@ -3,7 +3,6 @@ on stdout, and with ``--per-request FILE`` one CSV row per request. On a termina
 stderr for replays longer than a second; it never reaches stdout or a log file."""
 
 from kvlab.api import replays
-from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cli.base import Outputs, Parser, run, summary
 from kvlab.cli.flags import (
     add_cache_policy_arguments,
@@ -13,6 +12,7 @@ from kvlab.cli.flags import (
     workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
+from kvlab.serving import SERVERS
 from kvlab.util import progress
 
 
@@ -33,7 +33,7 @@ def add_replay_arguments(parser):
         "--server",
         choices=SERVERS,
         help="llama-cpp: llama-cpp-python's context of one prompt and RAM cache of whole saved states"
-        " (kvlab/cache/llama_cpp.py); the rooms are its context and its --cache_size in tokens of KV",
+        " (kvlab/serving/llama_cpp.py); the rooms are its context and its --cache_size in tokens of KV",
     )
     server.add_argument(
         "--state-extra-tokens",

@@ -16,16 +16,16 @@ from kvlab.cli.flags import (
 )
 from kvlab.cli.replay import add_cache_arguments
 from kvlab.cli.types import number_in
-from kvlab.engine.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
-from kvlab.engine.settings import GENERATED_BLOCKS, MAX_OUTPUT_TOKENS, SCHEDULERS, UTILIZATION, EngineSettings
 from kvlab.latency.transfer import DISK_HARDWARE
+from kvlab.simulator.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
+from kvlab.simulator.settings import GENERATED_BLOCKS, MAX_OUTPUT_TOKENS, SCHEDULERS, UTILIZATION, EngineSettings
 from kvlab.workloads import whole_number
 
-ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
+ENGINE_HELP = {  # kvlab.simulator.settings.EngineSettings' fields as flags
     "scheduler": "vllm: vLLM v1's (mixed steps, the newest running request preempted; default); sglang: SGLang's"
     " (prefill steps first, decode reserved at admission, the fewest-output request retracted)",
     "gpu_blocks": "the GPU pool in blocks (default: the engine's memory rule for the model and system,"
-    " kvlab/engine/memory.py; or --gpu-tokens)",
+    " kvlab/serving/vllm.py; or --gpu-tokens)",
     "cpu_blocks": "the CPU tier in blocks (or --cpu-tokens; default none)",
     "max_num_batched_tokens": "a step's token budget (vLLM's flag; default %(default)s)",
     "max_num_seqs": "the most requests in a step (vLLM's flag; default %(default)s)",
@@ -33,7 +33,7 @@ ENGINE_HELP = {  # kvlab.engine.settings.EngineSettings' fields as flags
     "generated_blocks": "keep: a request's full generated blocks stay cached when it lets go (vLLM); drop: freed"
     " empty, as the sequential replay (default %(default)s)",
     "output_tokens": "every request's output length (default: the trace's output_length; at most"
-    f" {MAX_OUTPUT_TOKENS:,}, kvlab/engine/settings.py)",
+    f" {MAX_OUTPUT_TOKENS:,}, kvlab/simulator/settings.py)",
     "gpu_memory_utilization": "the share of GPU memory the engine takes (vLLM's flag; default %(default)s)",
 }
 CHOICES = {"generated_blocks": GENERATED_BLOCKS, "scheduler": SCHEDULERS}
@@ -53,7 +53,7 @@ def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     cache = parser.add_argument_group("cache (kvlab replay's flags; the pool is vLLM's: LRU, full blocks)")
     add_cache_arguments(cache, "GPU pool in tokens (or --gpu-blocks)", required=False)
-    engine = parser.add_argument_group("engine (kvlab/engine/settings.py)")
+    engine = parser.add_argument_group("engine (kvlab/simulator/settings.py)")
     for setting in dataclasses.fields(EngineSettings):
         flag = "--" + setting.name.replace("_", "-")
         if setting.type is bool:

@@ -5,7 +5,6 @@ per-tier model fitted to a measurement, predicted vs measured; ``sweep``: predic
 lab sweep; ``budgets``: predicted TTFT per round at each CPU budget of a plan."""
 
 from kvlab.cache.compiled import READING_BYTES
-from kvlab.cache.llama_cpp import SERVERS
 from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.cli.base import Outputs, Parser, UsageError, argument, deprecated, listing, run, summary
 from kvlab.cli.flags import add_hardware_arguments, add_memory_argument, hardware_settings, make_meter, workload_options
@@ -15,6 +14,7 @@ from kvlab.cli.types import named_order, named_rooms, rooms, tokens
 from kvlab.latency.calibrate import FACTORS
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.latency.ttft import MAX_READS
+from kvlab.serving import SERVERS
 from kvlab.sizing.model_size import decimal_gib
 from kvlab.util.files import csv_text, dump_json
 from kvlab.workloads import MAX_ACCESSES, pass_list, whole_number

@@ -5,19 +5,10 @@ link, composed as each engine serves a request whose prefix comes partly from th
 ``kvlab.ttft_predict``'s keywords. :class:`HardwareModel` prices a request of ``tokens`` tokens whose first
 ``gpu_tokens`` are GPU hits and next ``cpu_tokens`` CPU hits (the tiers :func:`kvlab.loop.replay` reports):
 
-- ``vllm``: the native offload loads asynchronously before the request is scheduled (the scheduler keeps it in
-  ``WAITING_FOR_REMOTE_KVS`` until the load is reported done: vllm ``v1/core/sched/scheduler.py``; the
-  offloading connector's ``wait_for_layer_load`` is a no-op, so nothing overlaps), then prefills the rest:
-  ``load + prefill``; its stores run after the step, off the TTFT;
-- ``lmcache`` (through vLLM's KV connector, ``lmcache/integration/vllm/vllm_v1_adapter.py``): ``start_load_kv``
-  loads before the forward pass and ``wait_for_save`` blocks until the new tokens are stored (write-through):
-  ``load + prefill + store``; with LMCache's ``use_layerwise`` (default false, ``lmcache/v1/config.py``) both
-  run layer by layer beside the compute: the longer of load and prefill, plus one layer of the shorter and
-  one layer of the store;
-- ``sglang``: HiCache starts loading the host pages before the prefill and each layer waits for its own
-  (``LayerDoneCounter`` in ``sglang/srt/managers/cache_controller.py``; docs ``hicache_design.md``: "loading
-  the KV Cache of layer N+1 while computing layer N"): layer by layer, as LMCache's ``use_layerwise``; its
-  write-through backups to host run beside, off the TTFT.
+each serving engine's way (``kvlab/serving/``: ``composition``, ``layer_by_layer``, ``blocking_store``): a load then
+the prefill (``load + prefill``), the same with the store waited for (``load + prefill + store``: LMCache), or layer
+by layer beside the compute (SGLang, LMCache's ``use_layerwise``): the longer of load and prefill, plus one layer of
+the shorter and one layer of the store.
 
 A GPU hit costs nothing to move; at least one token is computed (the last: a full hit recomputes it).
 """
@@ -28,8 +19,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from kvlab.latency import roofline
-from kvlab.latency.transfer import COPY_US, DISK_HARDWARE, DISK_MEDIA, UNITS, Link, transfer_unit
-from kvlab.sizing.engines import LMCACHE_CHUNK, SGLANG_PAGE
+from kvlab.latency.transfer import DISK_HARDWARE, DISK_MEDIA, Link
+from kvlab.serving import ENGINES as SERVING
+from kvlab.serving import OFFLOADING
 from kvlab.util.errors import KvlabError, SettingError
 
 __all__ = [
@@ -43,23 +35,9 @@ __all__ = [
     "HardwareSettings",
 ]
 
-ENGINES = tuple(COPY_US)
+ENGINES = OFFLOADING
 LATENCY_SOURCES = ("auto", "database", "roofline")
-COMPOSITION = {
-    "vllm": "load, then prefill (vllm v1/core/sched/scheduler.py: WAITING_FOR_REMOTE_KVS until the load finishes)",
-    "lmcache": "load, prefill, then the blocking store (lmcache/integration/vllm/vllm_v1_adapter.py start_load_kv,"
-    " wait_for_save)",
-    "lmcache-layerwise": "load and store beside prefill, layer by layer (LMCache use_layerwise: vllm_v1_adapter.py)",
-    "sglang": "load beside prefill, layer by layer (sglang/srt/managers/cache_controller.py LayerDoneCounter)",
-}
 ALL_REDUCES = ("ring", "none")  # none: no tensor-parallel communication, as Mooncake's Eq. 2 assumes
-# A block's tokens where no cache gives one: vLLM's --block-size default (vllm/config/cache.py), LMCache's chunk,
-# SGLang's page on CUDA (kvlab/sizing/engines.py).
-ENGINE_BLOCK_TOKENS = {
-    "vllm": 16,
-    "lmcache": LMCACHE_CHUNK,
-    "sglang": SGLANG_PAGE,
-}
 
 
 # The ranges of HardwareSettings' numbers, (low, high, in words): the flags' types and the Python API's checks.
@@ -96,7 +74,7 @@ class HardwareSettings:
     memory_efficiency: float = roofline.Efficiency.memory
     overhead_ms: float = 0.0
     link_gbps: float | None = None  # default: the system's PCIe figure
-    copy_us: float | None = None  # default: the engine's (kvlab/latency/transfer.py COPY_US)
+    copy_us: float | None = None  # default: the engine's (kvlab/serving/: copy_us)
     link_latency_ms: float = 0.0
     layerwise: bool = False
     all_reduce: str = "ring"
@@ -112,7 +90,7 @@ class HardwareSettings:
                 raise SettingError(
                     f"argument --{flag}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
                 )
-        if self.layerwise and self.engine != "lmcache":
+        if self.layerwise and SERVING[self.engine].layerwise is None:
             raise SettingError("--layerwise is LMCache's use_layerwise: it applies to --engine lmcache only")
         for name, (low, high, what) in NUMBERS.items():
             value = getattr(self, name)
@@ -176,7 +154,10 @@ class HardwareModel:
         from kvlab.sizing.model_size import ModelConfigError, read_model_config
 
         self.settings = settings
-        self.block_tokens = block_tokens or ENGINE_BLOCK_TOKENS[settings.engine]
+        self.serving = SERVING[settings.engine]
+        self.block_tokens = (
+            block_tokens or self.serving.block_tokens
+        )  # its block, chunk or page where no cache gives one
         self.system = read_system(settings.gpu_system)
         try:
             kv = read_model_config(settings.model_config)
@@ -206,7 +187,7 @@ class HardwareModel:
                 raise SettingError(f"--model-config: {error}") from None
         self.why_roofline = why
         peak = settings.link_gbps if settings.link_gbps is not None else self.system.pcie_bw / 1e9
-        copy = settings.copy_us if settings.copy_us is not None else COPY_US[settings.engine]
+        copy = settings.copy_us if settings.copy_us is not None else self.serving.copy_us
         self.link = Link(peak, copy, settings.link_latency_ms)
         self.disk = disk_link(settings)
         self.prefill_ms = functools.lru_cache(maxsize=1 << 16)(self._prefill_ms)
@@ -245,6 +226,21 @@ class HardwareModel:
                 raise  # asked for the database, or for one of its versions
             return None, str(error)
 
+    def weights_shape(self, rule):
+        """The model's compute shape (its weights), which ``rule`` needs; SettingError where kvlab cannot read it."""
+        from kvlab.latency.shape import HeadsOnly, read_compute_shape
+        from kvlab.sizing.model_size import ModelConfigError
+
+        try:
+            return self.shape or read_compute_shape(self.settings.model_config)
+        except HeadsOnly:
+            raise SettingError(
+                f"{self.settings.model_config}: {rule} needs the model's weights, which kvlab reads for attention"
+                " models with heads only (not latent attention, a recurrent state or an indexer): give --gpu-blocks"
+            ) from None
+        except (ModelConfigError, ValueError) as error:
+            raise SettingError(f"--model-config: {error}") from None
+
     @property
     def source(self):
         """``database`` or ``roofline``: what priced the prefills."""
@@ -254,7 +250,6 @@ class HardwareModel:
         """What priced what, for every output: the prefill's source, the link, the engine's composition (and with
         ``disk``, the disk tier's reads)."""
         settings = self.settings
-        rule = "lmcache-layerwise" if settings.layerwise else settings.engine
         if self.database is not None:
             prefill = self.database.source
         else:
@@ -272,11 +267,11 @@ class HardwareModel:
             "transfer": {
                 **self.link.describe(),
                 "peak_from": link,
-                "copy_from": "--copy-us" if settings.copy_us is not None else "kvlab/latency/transfer.py (vllm#33398)",
-                "unit": UNITS[settings.engine],
+                "copy_from": "--copy-us" if settings.copy_us is not None else self.serving.copy_source,
+                "unit": self.serving.unit,
             },
             **({"disk": self.describe_disk()} if disk else {}),
-            "composition": COMPOSITION[rule],
+            "composition": self.serving.layerwise if settings.layerwise else self.serving.composition,
             "model_config": Path(settings.model_config).as_posix(),
             "gpu_system": self.system.name,
             "engine": settings.engine,
@@ -313,18 +308,18 @@ class HardwareModel:
     def load_ms(self, tokens):
         """Moving ``tokens`` tokens of KV from the CPU tier to one GPU (every rank moves its share at once)."""
         size = tokens * self.bytes_per_token
-        unit = transfer_unit(self.settings.engine, self.block_tokens, tokens, self.bytes_per_token, self.layers)
+        unit = self.serving.transfer_unit(self.block_tokens, tokens, self.bytes_per_token, self.layers)
         return self.link.ms(size, unit)
 
     @property
     def layer_by_layer(self):
-        return self.settings.engine == "sglang" or self.settings.layerwise
+        return self.serving.layer_by_layer or self.settings.layerwise
 
     def store_ms(self, tokens, gpu_tokens, cpu_tokens, has_cpu):
         """LMCache's blocking write-through of the computed tokens where the cache has a CPU tier; 0 for the
         engines that store off the TTFT."""
         computed = tokens - gpu_tokens - cpu_tokens
-        return self.load_ms(computed) if has_cpu and computed > 0 and self.settings.engine == "lmcache" else 0.0
+        return self.load_ms(computed) if has_cpu and computed > 0 and self.serving.blocking_store else 0.0
 
     def parts_ms(self, tokens, gpu_tokens, cpu_tokens, has_cpu=False, disk_tokens=0):
         """``(load, prefill, ttft)`` of one request, in ms (the TTFT with the store of :meth:`store_ms`). Tokens from

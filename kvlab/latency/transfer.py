@@ -3,20 +3,14 @@
 Loading ``K`` bytes in copies of ``u`` bytes costs ``latency + ceil(K / u) * copy_us + K / peak``, so the
 effective bandwidth ``u / (u / peak + copy_us)`` grows with the transfer unit: what vllm#33398 measured
 (about 5 GB/s CPU->GPU for Llama-3.1-8B's 16-token blocks on an H100, against PCIe 5.0's 64 GB/s).
-The unit is each engine's (:data:`UNITS`): vLLM's offload copies each block of each layer's K and V
-apart, LMCache's GPU connector one chunk of every layer in one kernel, SGLang HiCache one layer of a
-request's pages per kernel.
+The unit and the cost per copy are each serving engine's (``kvlab/serving/``).
 """
 
 import math
 from dataclasses import dataclass
 
-__all__ = ["COPY_US", "DISK_HARDWARE", "DISK_MEDIA", "UNITS", "Link", "transfer_unit"]
+__all__ = ["DISK_HARDWARE", "DISK_MEDIA", "Link"]
 
-# Per copy, microseconds: vLLM's fitted so that its 16-token blocks of Llama-3.1-8B (32 KiB per layer's K or V)
-# move at vllm#33398's 5 GB/s over a 64 GB/s link: 32768 / 5e9 - 32768 / 64e9 = 6.04 us; a kernel launch for
-# the kernel-based connectors (LMCache, SGLang HiCache).
-COPY_US = {"vllm": 6.04, "lmcache": 5.0, "sglang": 5.0}
 # A disk or remote tier's read into host memory, by medium: (peak GB/s, microseconds per block read), each block one
 # read (LMCache's local disk: a file per chunk, local_disk_backend.py; HiCache's file backend: a file per page).
 # nvme: a PCIe Gen4 NVMe SSD at Samsung PM1733's 7,000 MB/s sequential read (Mooncake's SSD offload benchmark rig,
@@ -25,20 +19,6 @@ COPY_US = {"vllm": 6.04, "lmcache": 5.0, "sglang": 5.0}
 # on 4 x 200 Gbps); 5 us a transfer is an assumed figure (its docs give no small-message latency).
 DISK_MEDIA = {"nvme": (7.0, 80.0), "rdma": (21.8, 5.0)}
 DISK_HARDWARE = ("disk_medium", "disk_gbps", "disk_us")  # HardwareSettings' fields that price a disk tier's reads
-UNITS = {
-    "vllm": "a block of one layer's K or V (block_tokens x kv heads x head dim)",
-    "lmcache": "a chunk of every layer (chunk tokens x KV bytes per token)",
-    "sglang": "one layer of the request's tokens",
-}
-
-
-def transfer_unit(engine, block_tokens, tokens, bytes_per_token, layers):
-    """Bytes one copy moves when ``engine`` loads ``tokens`` tokens stored in ``block_tokens``-token blocks."""
-    if engine == "vllm":
-        return block_tokens * bytes_per_token / (2 * layers)
-    if engine == "lmcache":
-        return block_tokens * bytes_per_token
-    return max(tokens, 1) * bytes_per_token / layers
 
 
 @dataclass(frozen=True)

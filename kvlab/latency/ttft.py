@@ -5,7 +5,7 @@
 rules: ``kvlab/loop.py``), fits the per-tier model
 (``kvlab/latency/model.py``) and sets the predicted per-pass p50 and mean beside the measured ones.
 A real server's measurement is replayed through that server's own design instead (``server``:
-llama-cpp-python's, ``kvlab/cache/llama_cpp.py``); with ``fit_docs`` the model is fitted on those
+llama-cpp-python's, ``kvlab/serving/llama_cpp.py``); with ``fit_docs`` the model is fitted on those
 documents' requests only and compared on the others' (out of sample), but for a tier no fitted request
 has, which is fitted on the compared requests of that tier and named in the setting
 (``fitted_on_compared_requests``).
@@ -93,8 +93,8 @@ def server_tiers(design, gpu_tokens, cpu_tokens, reads):
     """The tier of each read ``(doc, tokens)`` through a server's design: ``("llama-cpp", state_extra_tokens)``.
     llama-cpp-python saves a state after the stream ends, so a recompute costs the same with a RAM cache or
     without: it is ``recompute`` in either config."""
-    from kvlab.cache.llama_cpp import LlamaCppServer
     from kvlab.loop import DocumentReads, tiers
+    from kvlab.serving.llama_cpp import LlamaCppServer
 
     name, extra = design
     if name != "llama-cpp":

@@ -34,7 +34,7 @@ from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
 from kvlab.loop import ratio, replay
-from kvlab.sizing.engines import disk_settings, effective_bytes, engine_settings
+from kvlab.serving import ENGINES, disk_settings, engine_settings
 from kvlab.sizing.model_size import gib, no_tokens, tokens_in
 
 __all__ = ["Planner", "grid_table", "model_name", "plan", "plan_cache", "plan_rooms", "table"]
@@ -168,7 +168,7 @@ class DiskPlanner(TierPlanner):
 
 
 class StoredBlocks:
-    """Not a cache but an engine (:class:`kvlab.cache.interface.Engine`) that only keeps account: every distinct
+    """Not a cache but a :class:`kvlab.cache.interface.Cache` that only keeps account: every distinct
     block a request can store, at the most it can cost (``costs``: :class:`kvlab.cache.costs.WindowCosts`; else
     its tokens), the size of its last request. It serves nothing (its figures are all 0); after a replay ``room``
     is the room that holds them all."""
@@ -374,7 +374,7 @@ def plan(
         settings = engine_settings(
             engine, cpu_gib, tp, chunk_tokens, write_policy, shape, kv_dtype, workload.block_tokens, trace_tokens
         )
-        room = room_of(effective_bytes(engine, cpu_gib))
+        room = room_of(ENGINES[engine].effective_bytes(cpu_gib))
         if room == cpu_room:
             given = totals
         else:  # the plan's figures at the CPU room the setting gives
@@ -387,7 +387,7 @@ def plan(
             settings["flags"] = flags
             settings["environment"] = settings["environment"] | environment
             notes += said
-        settings["cpu_tokens"] = math.floor(effective_bytes(engine, cpu_gib) / per_token)
+        settings["cpu_tokens"] = math.floor(ENGINES[engine].effective_bytes(cpu_gib) / per_token)
         settings["token_hit_ratio"] = ratio(sum(given[1:]), given[0])
         if room != cpu_room and given[0]:
             notes.append(

@@ -278,8 +278,8 @@ def check_hardware(config):
 
 
 def check_speedups(spec):
-    """Each speedup of ``ttft.hardware.simulate`` within kvlab simulate's one range (kvlab/engine/arrivals.py)."""
-    from kvlab.engine.arrivals import paced
+    """Each speedup of ``ttft.hardware.simulate`` within kvlab simulate's one range (kvlab/simulator/arrivals.py)."""
+    from kvlab.simulator.arrivals import paced
     from kvlab.util.errors import SettingError
 
     budgets, load = spec["budgets"]["speedup"], spec["load"]["speedup"]

@@ -31,7 +31,7 @@ def _jit():
 
 
 class _FlatCost:
-    """A step's prices for the warm-up (kvlab.engine.cost.StepCost's interface)."""
+    """A step's prices for the warm-up (kvlab.simulator.cost.StepCost's interface)."""
 
     def prefill_ms(self, tokens, cached):
         return 1.0
@@ -53,10 +53,10 @@ def _simulate():
     import tempfile
     from pathlib import Path
 
-    from kvlab.engine import compiled
-    from kvlab.engine.arrivals import Arrivals
-    from kvlab.engine.settings import EngineSettings
-    from kvlab.engine.versions import NEWEST, rules_for
+    from kvlab.serving.vllm import NEWEST, rules_for
+    from kvlab.simulator import compiled
+    from kvlab.simulator.arrivals import Arrivals
+    from kvlab.simulator.settings import EngineSettings
     from kvlab.util.memory import Footprint, Meter
     from kvlab.workloads import MooncakeWorkload
 

@@ -76,7 +76,7 @@ class Request(NamedTuple):
 
 
 class Timed(NamedTuple):
-    """A request as the time-aware replay serves it (``kvlab/engine``): its prompt and, where the source has them,
+    """A request as the time-aware replay serves it (``kvlab/simulator``): its prompt and, where the source has them,
     its arrival on the source's clock and its output length."""
 
     keys: list  # block keys (ints), head first
@@ -743,7 +743,7 @@ class TraceWorkload(Workload):
 
     def timed_columns(self):
         """:meth:`timed`'s requests a batch at a time: ``(Columns, output lengths)`` (the compiled engine's,
-        ``kvlab/engine/compiled.py``; labels in units of :attr:`seconds`)."""
+        ``kvlab/simulator/compiled.py``; labels in units of :attr:`seconds`)."""
         return self._columns(outputs=True)
 
     def dense_columns(self):

@@ -3,12 +3,13 @@ of ``kvlab.simulate``; vLLM's flags of the same names where vLLM has one."""
 
 from dataclasses import dataclass, fields
 
+from kvlab.serving import ENGINES
 from kvlab.util.errors import SettingError
 
 __all__ = ["GENERATED_BLOCKS", "MAX_OUTPUT_TOKENS", "SCHEDULERS", "EngineSettings", "engine_setting_names"]
 
 GENERATED_BLOCKS = ("keep", "drop")
-SCHEDULERS = ("vllm", "sglang")
+SCHEDULERS = tuple(dict.fromkeys(engine.scheduler for engine in ENGINES.values() if engine.scheduler))
 # The longest output a request may ask (--output-tokens), in tokens: a model's context holds prompt and output, and the
 # longest context of any model is Llama 4 Scout's 10 million (meta-llama/Llama-4-Scout-17B-16E); the shipped models'
 # reach 393,216 (models/Devstral-Small-2-24B-Instruct/config.json max_position_embeddings). The engine steps once per
@@ -21,7 +22,8 @@ UTILIZATION = (1e-9, 1)  # --gpu-memory-utilization: a share of the GPU's memory
 
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
-    """``scheduler``: vLLM v1's (kvlab/engine/simulator.py ``Engine._step``) or SGLang's (``Engine._step_sglang``);
+    """``scheduler``: vLLM v1's (kvlab/simulator/events.py ``Simulator._step``) or SGLang's
+    (``Simulator._step_sglang``);
     ``max_num_batched_tokens`` and ``max_num_seqs``: a step's token budget and its most requests (8,192 and 256,
     aisimulate's and vLLM's for online serving on large GPUs: ``vllm/engine/arg_utils.py``
     ``_set_default_args``); ``chunked_prefill``: a prompt longer than the budget left is cut (vLLM v1 always);

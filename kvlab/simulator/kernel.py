@@ -1,9 +1,9 @@
-"""The time-aware replay's event loop in one compiled function: :class:`kvlab.engine.simulator.Engine` (vLLM v1's
+"""The time-aware replay's event loop in one compiled function: :class:`kvlab.simulator.events.Simulator` (vLLM v1's
 scheduler, the CPU tier written through, LRU on both tiers) over dense block ids, every state an array, so that the
 loop runs at machine speed. The Python engine stays the reference: tests/test_simulate_compiled.py checks the two
 agree request by request and byte for byte; each function here names the method it mirrors.
 
-The loop returns to its driver (``kvlab/engine/compiled.py``) whenever it lacks something, and picks up where it
+The loop returns to its driver (``kvlab/simulator/compiled.py``) whenever it lacks something, and picks up where it
 stopped when called again: more requests (:data:`NEED_REQUESTS`, at the top of the loop, when the next arrival is not
 yet read), prices of a step (:data:`NEED_PRICES`: the step is scheduled and its chunks and decode batch are in ``Q``;
 the next call prices it and goes on), or room (:data:`NEED_ROOM`, at the top of the loop: more events or stored keys
@@ -29,7 +29,7 @@ DONE, NEED_REQUESTS, NEED_PRICES, NEED_ROOM, STUCK, THRASH, UNSERVED = range(7)
 NONE = -1
 CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU tier, its LRU list's previous and next
 
-# S: the run's integers. Settings first (set by the driver, with the constants of simulator.py and cost.py: a
+# S: the run's integers. Settings first (set by the driver, with the constants of events.py and cost.py: a
 # compiled function keeps the constants it was compiled with), then counters and the loop's state.
 (
     BLOCKS,
@@ -99,7 +99,7 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
 ) = range(64)
 # F: the run's floats.
 NOW, H2D_FREE, D2H_FREE, BUSY_H2D, BUSY_D2H, FIRST, LAST, DECODE_ANSWER, F_SIZE = range(9)
-# R[slot]: a request's integers (Request's fields in kvlab/engine/simulator.py).
+# R[slot]: a request's integers (Request's fields in kvlab/simulator/events.py).
 (
     R_NUMBER,
     R_TOKENS,
@@ -214,7 +214,8 @@ def number_blocks(keys, counts, nkeys, place, ids):
 
 @njit(cache=True)
 def key_at(R, arena, base, slot, index):
-    """The ``index``-th of a request's lookup keys (``Engine._lookup_keys``): its prompt's, then its generated ones."""
+    """The ``index``-th of a request's lookup keys (``Simulator._lookup_keys``): its prompt's, then its generated
+    ones."""
     nkeys = R[slot, R_NKEYS]
     if index < nkeys:
         return arena[R[slot, R_OFFSET] - base + index]
@@ -230,7 +231,7 @@ def lookup_length(S, R, slot):
     return nkeys
 
 
-# --- the GPU pool (kvlab/engine/pool.py BlockPool) --------------------------------------------------------------
+# --- the GPU pool (kvlab/simulator/pool.py BlockPool) --------------------------------------------------------------
 # Its free queue and the CPU tier's LRU order are two doubly linked lists, each written out with its own columns:
 # one unlink and one append shared by both, the columns passed in, made the whole command 25% slower on the
 # conversation trace (1.3 s -> 1.65 s of CPU, measured side by side), inlined or not.
@@ -416,7 +417,7 @@ def _earlier(EVF, EVI, a, b):
 
 @njit(cache=True)
 def _push_event(S, EVF, EVI, H, EVFREE, when, kind, slot, koff, klen, gpu_end, cpu_end):
-    """``Engine._push``: an event at ``when``, after every earlier one pushed for the same time."""
+    """``Simulator._push``: an event at ``when``, after every earlier one pushed for the same time."""
     S[EVFREE_N] -= 1
     event = EVFREE[S[EVFREE_N]]
     S[ORDER] += 1
@@ -462,7 +463,7 @@ def _pop_event(S, EVF, EVI, H):
     return top
 
 
-# --- the engine (kvlab/engine/simulator.py Engine) ----------------------------------------------------------------
+# --- the engine (kvlab/simulator/events.py Simulator) ----------------------------------------------------------------
 
 
 @njit(cache=True)
@@ -475,7 +476,7 @@ def _lookup_ids(R, arena, base, slot, start, end, out):
 
 @njit(cache=True)
 def _upcoming(S, EVF, H, fed_arrival):
-    """``Engine._upcoming``: the next event or arrival; -1.0 for none (the clock never goes below 0)."""
+    """``Simulator._upcoming``: the next event or arrival; -1.0 for none (the clock never goes below 0)."""
     upcoming = -1.0
     if S[EV_N]:
         upcoming = EVF[H[0]]
@@ -488,7 +489,7 @@ def _upcoming(S, EVF, H, fed_arrival):
 
 @njit(cache=True)
 def _copy(S, F, copy_ms, link, blocks):
-    """``Engine._copy``: queue ``blocks`` on ``link`` (0: host to device, 1: device to host); when it completes."""
+    """``Simulator._copy``: queue ``blocks`` on ``link`` (0: host to device, 1: device to host); when it completes."""
     seconds = copy_ms[blocks] / 1000
     free = H2D_FREE if link == 0 else D2H_FREE
     start = F[NOW] if F[NOW] > F[free] else F[free]
@@ -555,7 +556,7 @@ def run(
             if not _compact_keys(S, EVI, H, KB) or S[EV_N] + S[W_N] + S[MAX_SEQS] + 2 > len(H):
                 S[CODE] = NEED_ROOM
                 return NEED_ROOM
-        # Engine._admit: the arrivals by now, then the events by now
+        # Simulator._admit: the arrivals by now, then the events by now
         now = F[NOW]
         while S[CURSOR] < S[FED] and fed_arrival[S[CURSOR]] <= now:
             _arrive(S, F, R, RF, fed_arrival, fed_ints, W, FREE, S[CURSOR])
@@ -611,7 +612,7 @@ def _compact_keys(S, EVI, H, KB):
 
 @njit(cache=True)
 def _arrive(S, F, R, RF, fed_arrival, fed_ints, W, FREE, i):
-    """``Engine._arrive`` (fed_ints[i]: tokens, output, nkeys, offset, generated ids' base)."""
+    """``Simulator._arrive`` (fed_ints[i]: tokens, output, nkeys, offset, generated ids' base)."""
     when = fed_arrival[i]
     tokens, output = fed_ints[i, 0], fed_ints[i, 1]
     number = S[NUMBERED]
@@ -652,7 +653,7 @@ def _free_slot(S, R, FREE, slot):
 
 @njit(cache=True)
 def _event(S, R, P, C, arena, FREE, EVI, KB, SCR, event):
-    """``Engine._admit``'s events: a load or a store completed."""
+    """``Simulator._admit``'s events: a load or a store completed."""
     slot = EVI[event, E_SLOT]
     base = S[ARENA_BASE]
     if EVI[event, E_KIND] == LOADED:
@@ -686,7 +687,7 @@ def _event(S, R, P, C, arena, FREE, EVI, KB, SCR, event):
 
 @njit(cache=True)
 def _release(S, R, P, arena, EVI, KB, SCR, slot):
-    """``Engine._release``: its blocks let go of, tail first (generated ones kept cached with ``keep``)."""
+    """``Simulator._release``: its blocks let go of, tail first (generated ones kept cached with ``keep``)."""
     copying = R[slot, R_COPYING]
     if copying != NONE:  # its store goes on holding them
         koff = EVI[copying, E_KOFF]
@@ -718,7 +719,7 @@ def _release(S, R, P, arena, EVI, KB, SCR, slot):
 
 @njit(cache=True)
 def _hold(S, R, P, arena, SCR, slot, end, anonymous):
-    """``Engine._hold`` of its lookup keys from what it holds to ``end`` and ``anonymous`` more."""
+    """``Simulator._hold`` of its lookup keys from what it holds to ``end`` and ``anonymous`` more."""
     held = R[slot, R_HELD]
     count = _lookup_ids(R, arena, S[ARENA_BASE], slot, held, end, SCR)
     if not pool_hold(S, P, SCR, 0, count, anonymous, 0):
@@ -730,7 +731,7 @@ def _hold(S, R, P, arena, SCR, slot, end, anonymous):
 
 @njit(cache=True)
 def _allocate(S, R, P, arena, SCR, slot, tokens):
-    """``Engine._allocate``: the blocks of its first ``tokens`` tokens, those they fill keyed."""
+    """``Simulator._allocate``: the blocks of its first ``tokens`` tokens, those they fill keyed."""
     block = S[BLOCK]
     blocks = (tokens + block - 1) // block
     held, anonymous = R[slot, R_HELD], R[slot, R_ANON]
@@ -749,7 +750,7 @@ def _allocate(S, R, P, arena, SCR, slot, tokens):
 
 @njit(cache=True)
 def _preempt(S, R, P, arena, W, EVI, KB, SCR, slot):
-    """``Engine._preempt``: its blocks freed, back to the front of the queue; its tokens computed again."""
+    """``Simulator._preempt``: its blocks freed, back to the front of the queue; its tokens computed again."""
     _release(S, R, P, arena, EVI, KB, SCR, slot)
     R[slot, R_COMPUTED] = 0
     R[slot, R_LGPU] = NONE
@@ -770,7 +771,7 @@ def _decoding(R, slot):
 
 @njit(cache=True)
 def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFREE, KB, copy_ms, SCR, SCH):
-    """``Engine._step`` (vLLM v1): the running requests first, the newest preempted when blocks run out, then the
+    """``Simulator._step`` (vLLM v1): the running requests first, the newest preempted when blocks run out, then the
     waiting ones; the step left for :func:`run` to execute (``S[PHASE]`` 1), or, with nothing to run, the clock moved
     on."""
     budget = S[MAX_BATCHED]
@@ -805,7 +806,7 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
     if n == 0:
         if preempted:
             return DONE
-        upcoming = _upcoming(S, EVF, H, fed_arrival)  # Engine._wait
+        upcoming = _upcoming(S, EVF, H, fed_arrival)  # Simulator._wait
         if upcoming < 0:
             return STUCK
         if upcoming > F[NOW]:
@@ -819,7 +820,7 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
 
 @njit(cache=True)
 def _find(S, R, P, C, arena, slot):
-    """``Engine._find``: ``(gpu_end, cpu_end)`` of its lookup keys."""
+    """``Simulator._find``: ``(gpu_end, cpu_end)`` of its lookup keys."""
     base = S[ARENA_BASE]
     length = lookup_length(S, R, slot)
     gpu_end = length
@@ -842,7 +843,7 @@ def _find(S, R, P, C, arena, slot):
 
 @njit(cache=True)
 def _commit(S, R, C, arena, slot, gpu_end, cpu_end):
-    """``Engine._commit``: counted, and the CPU hit refreshed tail to head."""
+    """``Simulator._commit``: counted, and the CPU hit refreshed tail to head."""
     block = S[BLOCK]
     if S[CPU_CAP] and cpu_end > gpu_end:
         base = S[ARENA_BASE]
@@ -870,7 +871,7 @@ def _schedule_waiting(
     S, F, R, RF, P, C, arena, W, RUN, SKIP, EVF, EVI, H, EVFREE,
     copy_ms, SCR, SCH, n, budget,
 ):  # fmt: skip
-    """``Engine._schedule_waiting`` (vLLM's: no reserve)."""
+    """``Simulator._schedule_waiting`` (vLLM's: no reserve)."""
     block = S[BLOCK]
     skipped = 0
     while S[W_N] and budget > 0 and S[RUN_N] < S[MAX_SEQS]:
@@ -886,7 +887,7 @@ def _schedule_waiting(
         if R[slot, R_LGPU] == NONE:
             found = True
             gpu_end, cpu_end = _find(S, R, P, C, arena, slot)
-            if cpu_end > gpu_end:  # hold the CPU hit's blocks and wait for their load (Engine._hold, pending)
+            if cpu_end > gpu_end:  # hold the CPU hit's blocks and wait for their load (Simulator._hold, pending)
                 count = _lookup_ids(R, arena, S[ARENA_BASE], slot, 0, cpu_end, SCR)
                 shared = 0
                 for i in range(count):
@@ -898,7 +899,7 @@ def _schedule_waiting(
                 pool_hold(S, P, SCR, gpu_end, cpu_end - gpu_end, 0, 1)
                 R[slot, R_HELD] = cpu_end
                 _commit(S, R, C, arena, slot, gpu_end, cpu_end)
-                R[slot, R_LOADING] = 1  # Engine._load
+                R[slot, R_LOADING] = 1  # Simulator._load
                 S[LOADS] += 1
                 done = _copy(S, F, copy_ms, 0, cpu_end - gpu_end)
                 _push_event(S, EVF, EVI, H, EVFREE, done, LOADED, slot, 0, 0, gpu_end, cpu_end)
@@ -911,7 +912,7 @@ def _schedule_waiting(
             break
         if tokens > budget:
             tokens = budget
-        if S[WHOLE]:  # Engine._fits_whole
+        if S[WHOLE]:  # Simulator._fits_whole
             need = (length + block - 1) // block
             if found:
                 count = _lookup_ids(R, arena, S[ARENA_BASE], slot, 0, gpu_end, SCR)
@@ -943,7 +944,7 @@ def _schedule_waiting(
 
 @njit(cache=True)
 def _decode_mean(context, batch, step):
-    """``kvlab.engine.cost.context_step``."""
+    """``kvlab.simulator.cost.context_step``."""
     return math.ceil(math.ceil(context / batch) / step) * step
 
 
@@ -952,7 +953,7 @@ def _execute(
     S, F, R, RF, P, C, arena, fed_arrival, RUN, FREE, EVF, EVI,
     H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q,
 ):  # fmt: skip
-    """``Engine._execute``: the step priced (or, with a price missing, the queries in ``Q`` and NEED_PRICES), its
+    """``Simulator._execute``: the step priced (or, with a price missing, the queries in ``Q`` and NEED_PRICES), its
     tokens computed at its end, its stores queued, its finished requests done."""
     n = S[N_SCHED]
     # the prices first, changing nothing: what is missing goes to the driver
@@ -1035,7 +1036,7 @@ def _execute(
 
 @njit(cache=True)
 def _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start):
-    """``Engine._run_length``: how many decode steps of this batch run alike."""
+    """``Simulator._run_length``: how many decode steps of this batch run alike."""
     running = S[RUN_N]
     steps = R[RUN[0], R_OUTPUT] - R[RUN[0], R_GENERATED]
     total = 0
@@ -1075,7 +1076,7 @@ def _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start):
 
 @njit(cache=True)
 def _store(S, F, R, P, C, arena, EVF, EVI, H, EVFREE, KB, copy_ms, slot):
-    """``Engine._store``: its computed prompt blocks the CPU lacks copied out (write-through), held until done."""
+    """``Simulator._store``: its computed prompt blocks the CPU lacks copied out (write-through), held until done."""
     if not S[CPU_CAP]:
         return
     gpu_end, cpu_end = R[slot, R_LGPU], R[slot, R_LCPU]
@@ -1105,7 +1106,7 @@ def _store(S, F, R, P, C, arena, EVF, EVI, H, EVFREE, KB, copy_ms, slot):
 
 @njit(cache=True)
 def _finish(S, F, R, RF, P, arena, RUN, FREE, EVI, KB, SCR, OUTF, OUTI, slot, end):
-    """``Engine._finish``: its times and counts; its blocks freed (once its stores complete)."""
+    """``Simulator._finish``: its times and counts; its blocks freed (once its stores complete)."""
     if R[slot, R_STORING]:
         R[slot, R_DONE] = 1
     else:

@@ -1,11 +1,11 @@
-"""``kvlab simulate``'s fast engine: the driver of the compiled event loop (``kvlab/engine/kernel.py``).
+"""``kvlab simulate``'s fast engine: the driver of the compiled event loop (``kvlab/simulator/kernel.py``).
 
 It serves what the loop models (a trace, vLLM v1's scheduler, open-loop arrivals, no CPU tier or one written
-through with LMCache's switches off) and the Python engine (``kvlab/engine/simulator.py``) everything else; both
+through with LMCache's switches off) and the Python engine (``kvlab/simulator/events.py``) everything else; both
 give the same outputs byte for byte (tests/test_simulate_compiled.py). The driver reads the trace a batch at a
 time, numbers its blocks densely (``kvlab/workloads/dense.py``) and each request's generated blocks after them,
 grows the loop's arrays before each batch, and answers the loop's questions: the next batch, a step's prices (the
-hardware model's, :class:`kvlab.engine.cost.StepCost`, each asked once), more room. What the run holds: its arrays
+hardware model's, :class:`kvlab.simulator.cost.StepCost`, each asked once), more room. What the run holds: its arrays
 per distinct block and per request (:data:`FOOTPRINT`), the trace's batch, and the requests in flight; where that
 would pass ``--max-memory``, ``kvlab.simulate`` gives the run to the Python engine, which holds only what is in flight
 and in the tiers.
@@ -16,8 +16,8 @@ import random
 from array import array
 
 from kvlab.cache.compiled import TABLE_BYTES_PER_KEY
-from kvlab.engine.arrivals import going_back
-from kvlab.engine.simulator import MAX_PREEMPTIONS, NO_OUTPUTS, STUCK, EngineStats, thrashing, unserved
+from kvlab.simulator.arrivals import going_back
+from kvlab.simulator.events import MAX_PREEMPTIONS, NO_OUTPUTS, STUCK, SimulatorStats, thrashing, unserved
 from kvlab.util.errors import KvlabError
 from kvlab.util.memory import Footprint
 
@@ -52,7 +52,7 @@ def compiles(workload, engine, rules, chosen, arrivals):
 
 
 class _Arrays:
-    """The loop's arrays (kvlab/engine/kernel.py names them), grown by doubling."""
+    """The loop's arrays (kvlab/simulator/kernel.py names them), grown by doubling."""
 
     def __init__(self, kernel, np, settings):
         K = self.K = kernel
@@ -192,12 +192,12 @@ class _Arrays:
 
 
 def run(workload, settings, rules, gpu_blocks, cpu_blocks, block, cost, arrivals, per_request, tail_first, meter):
-    """``workload`` through the compiled loop; a :class:`kvlab.engine.simulator.EngineStats` as the Python engine's
-    ``Engine.run`` gives."""
+    """``workload`` through the compiled loop; a :class:`kvlab.simulator.events.SimulatorStats` as the Python engine's
+    ``Simulator.run`` gives."""
     import numpy as np
 
-    from kvlab.engine import kernel as K
-    from kvlab.engine.cost import DECODE_CONTEXT_STEP
+    from kvlab.simulator import kernel as K
+    from kvlab.simulator.cost import DECODE_CONTEXT_STEP
     from kvlab.workloads.dense import Interner
 
     given = {
@@ -291,12 +291,12 @@ def run(workload, settings, rules, gpu_blocks, cpu_blocks, block, cost, arrivals
             raise thrashing(S[K.ERROR_NUMBER], S[K.ERROR_COUNT])
         else:  # UNSERVED
             raise unserved(S[K.W_N])
-    return _stats(state, per_request, EngineStats)
+    return _stats(state, per_request, SimulatorStats)
 
 
 def _batches(workload, settings, arrivals, np):
     """``(arrival_s, tokens, outputs, counts, keys)`` per batch of the trace (open-loop arrivals, as
-    ``Arrivals.open_times`` gives them; outputs as ``Engine._arrive`` takes them)."""
+    ``Arrivals.open_times`` gives them; outputs as ``Simulator._arrive`` takes them)."""
     draw = random.Random(arrivals.seed).expovariate if arrivals.kind == "rate" else None
     speedup = arrivals.speedup or 1.0
     now = 0.0
@@ -312,7 +312,7 @@ def _batches(workload, settings, arrivals, np):
             raise KvlabError(NO_OUTPUTS)
         else:
             output = np.maximum(1, np.asarray(outputs, dtype=np.int64))
-        if not settings.chunked_prefill:  # the first request no step could compute (Engine._arrive's check)
+        if not settings.chunked_prefill:  # the first request no step could compute (Simulator._arrive's check)
             for i in np.flatnonzero(columns.tokens + output - 1 > settings.max_num_batched_tokens)[:1].tolist():
                 settings.check_sequence(number + i + 1, int(columns.tokens[i]), int(output[i]))
         if draw is not None:
@@ -335,10 +335,10 @@ def _batches(workload, settings, arrivals, np):
         yield times, columns.tokens.astype(np.int64), output, columns.counts.astype(np.int64), columns.keys
 
 
-def _stats(state, per_request, EngineStats):
-    """The run's :class:`EngineStats`, as the Python engine adds them up."""
+def _stats(state, per_request, SimulatorStats):
+    """The run's :class:`SimulatorStats`, as the Python engine adds them up."""
     K, S, F = state.K, state.S, state.F
-    stats = EngineStats(per_request)
+    stats = SimulatorStats(per_request)
     done = int(S[K.FINISHED])
     times, counts = state.OUTF[:done], state.OUTI[:done]
     stats.queue_ms, stats.ttft_ms, stats.tpot_ms, stats.e2e_ms = (

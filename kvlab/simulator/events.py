@@ -27,7 +27,7 @@ from collections import deque
 from kvlab.cache.prefix import Blocks
 from kvlab.util.errors import KvlabError
 
-__all__ = ["Engine", "EngineStats", "Request"]
+__all__ = ["Simulator", "SimulatorStats", "Request"]
 
 QUEUED_REQUEST_BYTES, QUEUED_BLOCK_BYTES = 300, 36  # a waiting request: its object, and per block its key (an int)
 NEW_TOKEN_RATIO = (0.7, 0.1)  # SGLang's init_new_token_ratio and min_new_token_ratio (global_config.py)
@@ -111,10 +111,10 @@ class Request:
         self.copying = None  # the keys of a store in flight that the pool does not count (its own hold covers them)
         self.done = False  # finished, its blocks held until its stores complete (vLLM's delay_free_blocks)
         self.client = client
-        self.offload = None  # its side of vLLM 0.33's OffloadingConnector (kvlab/engine/offloading.py), once used
+        self.offload = None  # its side of vLLM 0.33's OffloadingConnector (kvlab/simulator/offloading.py), once used
 
 
-class EngineStats:
+class SimulatorStats:
     """What the run adds up, and the per-request times (typed arrays: a long trace keeps 8 bytes per figure)."""
 
     def __init__(self, per_request):
@@ -129,19 +129,19 @@ class EngineStats:
         self.rows = [] if per_request else None
 
 
-class Engine:
-    """One engine instance over ``pool`` (:class:`kvlab.engine.pool.BlockPool`), priced by ``cost``
-    (:class:`kvlab.engine.cost.StepCost`), with the CPU tier of ``offload`` (a write policy's cache of
+class Simulator:
+    """One engine instance over ``pool`` (:class:`kvlab.simulator.pool.BlockPool`), priced by ``cost``
+    (:class:`kvlab.simulator.cost.StepCost`), with the CPU tier of ``offload`` (a write policy's cache of
     ``kvlab/cache/write_policies.py`` whose CPU tier is used, or None)."""
 
     def __init__(self, pool, cost, offload, settings, per_request=False, tail_first=True, rules=None):
-        from kvlab.engine.versions import NEWEST, rules_for
+        from kvlab.serving.vllm import NEWEST, rules_for
 
         self.rules = rules if rules is not None else rules_for(NEWEST)  # vLLM's, by --engine-version
-        from kvlab.engine.offloading import OffloadingConnector
+        from kvlab.simulator.offloading import OffloadingConnector
 
         self.pool = pool
-        # vLLM 0.33's CPU tier (kvlab/engine/offloading.py), or a write policy's (``offload``)
+        # vLLM 0.33's CPU tier (kvlab/simulator/offloading.py), or a write policy's (``offload``)
         self.connector = offload if isinstance(offload, OffloadingConnector) and offload.capacity else None
         if isinstance(offload, OffloadingConnector):
             offload = None
@@ -153,7 +153,7 @@ class Engine:
         self.offload = offload if offload is not None and offload.cpu.capacity else None
         self.settings = settings
         self.block = pool.block_tokens
-        self.stats = EngineStats(per_request)
+        self.stats = SimulatorStats(per_request)
         self.now = 0.0
         self.waiting = deque()
         self.running = []
@@ -401,7 +401,7 @@ class Engine:
         return pool.needed(hit, cpu_end - gpu_end) <= pool.available - reserved
 
     def _offload_state(self, request):
-        from kvlab.engine.offloading import RequestState
+        from kvlab.simulator.offloading import RequestState
 
         if request.offload is None:
             request.offload = RequestState(request.keys)
@@ -729,7 +729,7 @@ class Engine:
     def _run_length(self, step_ms, start):
         """How many decode steps of this batch run alike: until a request finishes, the mean context's grain
         changes, something arrives or completes, or the next blocks would not fit (under write-back: would evict)."""
-        from kvlab.engine.cost import DECODE_CONTEXT_STEP
+        from kvlab.simulator.cost import DECODE_CONTEXT_STEP
 
         running = self.running
         steps = min(request.output - request.generated for request in running)

@@ -63,7 +63,7 @@ class StepCost:
     def describe(self):
         return {
             **self.model.describe(),
-            "mixed_step": "sum of its prefill chunks and its decode batch (kvlab/engine/cost.py)",
+            "mixed_step": "sum of its prefill chunks and its decode batch (kvlab/simulator/cost.py)",
             "decode_context_step": DECODE_CONTEXT_STEP,
         }
 
