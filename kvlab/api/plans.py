@@ -177,8 +177,7 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.curves.mrc import FOOTPRINT
     from kvlab.latency.hardware import no_disk_pricing
-    from kvlab.serving import ENGINES as SERVING
-    from kvlab.serving import OFFLOADING as ENGINES
+    from kvlab.serving import ENGINES, OFFLOADING
     from kvlab.sizing import plan as planner
     from kvlab.sizing.model_size import KV_DTYPES, decimal_gib
     from kvlab.workloads import whole_number
@@ -199,7 +198,7 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         "disk_tokens": _setting("disk_tokens", whole_number(0), settings["disk_tokens"]),
         "write_policy": _choice("write_policy", settings["write_policy"], tuple(WRITE_POLICIES)),
         "target_hit_ratio": _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"]),
-        "engine": _choice("engine", settings["engine"], ENGINES),
+        "engine": _choice("engine", settings["engine"], OFFLOADING),
         "window_rule": _choice("window_rule", settings["window_rule"], WINDOW_RULES),
     }
     _exclusive(checked, "gpu_tokens", "gpu_gib")
@@ -214,7 +213,7 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         checked["cpu_gib"] = node["cpu_gib"]
     if checked["cpu_gib"] is None:
         checked["cpu_gib"] = decimal_gib(0)
-    engine = SERVING.get(checked["engine"])
+    engine = ENGINES.get(checked["engine"])
     window_rule = checked["window_rule"] or (engine.window_rule if engine else "all-layers")
     made, shape, _, gpu_tokens = plan_setting(
         workload,

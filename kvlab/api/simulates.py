@@ -27,15 +27,6 @@ REQUEST_COLUMNS = (
 )
 TIMES = ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms")
 PERCENTILES = (*range(100), 99.5, 99.9, 100)  # the rows of --percentiles: every whole percentile, and the tail's
-CACHE_RULES = (  # kvlab replay's cache flags that simulate takes, with the values its engine models
-    "partial_blocks",
-    "eviction_order",
-    "write_policy",
-    "gpu_eviction",
-    "cpu_eviction",
-    "touch_cpu_on_gpu_hit",
-    "re_store_on_gpu_hit",
-)
 
 
 @dataclass(frozen=True)
@@ -142,11 +133,10 @@ def simulate(
     fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
     percentiles. A :class:`Simulation`; with ``dry_run``, None once every setting is checked as the run checks it
     (``kvlab config``'s look at a job before any job runs), nothing read or run."""
-    from kvlab.cache.interface import CacheSettings
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
-    from kvlab.serving.vllm import gpu_pool
     from kvlab.simulator.arrivals import Arrivals
     from kvlab.simulator.cost import StepCost
+    from kvlab.simulator.instance import CACHE_RULES, Instance
     from kvlab.simulator.settings import EngineSettings, engine_setting_names
     from kvlab.workloads import whole_number
 
@@ -168,173 +158,40 @@ def simulate(
             except ValueError as error:
                 raise SettingError(f"argument --{name.replace('_', '-')}: {error}") from None
     model = HardwareModel(HardwareSettings(**hardware), block)
-    pool_from = "--gpu-blocks"
-    if engine.gpu_blocks is not None:
-        gpu_blocks = engine.gpu_blocks
-    elif gpu_tokens is not None:
-        gpu_blocks, pool_from = int(gpu_tokens) // block, "--gpu-tokens"
-    else:
-        rule = gpu_pool(model, block, engine.gpu_memory_utilization, engine.max_num_batched_tokens)
-        gpu_blocks, pool_from = rule.blocks, rule.describe()
-    cpu_blocks = engine.cpu_blocks if engine.cpu_blocks is not None else int(cpu_tokens or 0) // block
-    try:
-        chosen = CacheSettings(
-            gpu_tokens=gpu_blocks * block, cpu_tokens=cpu_blocks * block, block_tokens=block, **rules
-        )
-    except (ValueError, TypeError) as error:
-        raise SettingError(str(error)) from None
-    for name, value, modelled in (
-        ("partial_blocks", chosen.partial_blocks, "drop"),
-        ("gpu_eviction", chosen.gpu_eviction, "lru"),
-        ("cpu_eviction", chosen.cpu_eviction, "lru"),
-    ):
-        if value != modelled:
-            raise SettingError(
-                f"argument --{name.replace('_', '-')}: kvlab simulate models {modelled} only (vLLM's block pool), got"
-                f" {value}"
-            )
-    rules, rules_from = _rules(engine, model)
-    usable = gpu_blocks - 1 if engine.scheduler == "vllm" else gpu_blocks  # vLLM's null block
-    if usable < 1:
-        raise SettingError(
-            f"argument --gpu-blocks: the engine needs a GPU pool of at least {gpu_blocks - usable + 1} blocks"
-            + (" (vLLM keeps block 0 out of use: its null block)" if usable < gpu_blocks else "")
-        )
-    meter = _meter(max_memory, simulate_footprint(gpu_blocks, cpu_blocks, per_request, getattr(made, "split", 1) > 1))
+    instance = Instance.of(made, engine, rules, gpu_tokens, cpu_tokens, model)
+    meter = _meter(max_memory, instance.footprint(per_request))
     meter.check(0, 0, 0)  # the pool's and the tier's entries alone
     if dry_run:
         return None
     cost = StepCost(model, block)
-    tail_first = chosen.eviction_order == "tail-first"
     try:
-        stats = _run(made, engine, rules, chosen, arrivals, cost, meter, usable, cpu_blocks, per_request, tail_first)
+        stats = instance.run(cost, arrivals, meter, per_request)
     except MemoryError:  # the machine's memory ran out (--max-memory bounds what the run projects): the command's line
         raise KvlabError("out of memory") from None
     if stats.refused and not stats.requests:
         raise KvlabError(
-            f"every request ({stats.refused:,}) is longer with its output than the GPU pool ({usable:,} blocks of"
-            f" {block} tokens), and the engine refuses it (as vLLM refuses a model length its KV cache cannot hold):"
-            " give a larger pool or fewer --output-tokens"
+            f"every request ({stats.refused:,}) is longer with its output than the GPU pool ({instance.usable:,}"
+            f" blocks of {block} tokens), and the engine refuses it (as vLLM refuses a model length its KV cache cannot"
+            " hold): give a larger pool or fewer --output-tokens"
         )
-    document = _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats)
-    if engine.scheduler == "vllm":
-        document["engine"]["version"] = rules.version if rules_from == "--engine-version" else rules_from[0]
-        document["engine"]["rules"] = rules_from if rules_from == "--engine-version" else rules_from[1]
-        document["cache"]["gpu_blocks_usable"] = usable
+    document = _document(instance, arrivals, cost, stats)
+    version, usable = instance.describe()
+    document["engine"] |= version
+    document["cache"] |= usable
     table = _table(stats, made.request_ids()) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
 
 
-def _rules(engine, model):
-    """vLLM's rules (:func:`kvlab.serving.vllm.rules_for`) of ``--engine-version``, else of the database's
-    version where it prices the run (rules and prices from one version), else the newest; and where they come from:
-    ``--engine-version``, or (the version, why)."""
-    from kvlab.serving.vllm import NEWEST, rules_for
-
-    asked = model.settings.engine_version
-    if asked is not None:
-        return rules_for(asked), "--engine-version"
-    database = model.database
-    if database is not None and database.backend == "vllm":
-        rules = rules_for(database.version)
-        return rules, (database.version, f"vLLM {rules.version}'s, the version the database measured")
-    return rules_for(NEWEST), (NEWEST, "the newest kvlab models (--engine-version for another)")
-
-
-def _connector(engine, rules, chosen, cost):
-    """Whether the CPU tier is vLLM's OffloadingConnector (kvlab/simulator/offloading.py): vLLM's engine and scheduler
-    from 0.33, written through, LMCache's switches off; else the write policy's (kvlab/cache/write_policies.py)."""
-    return (
-        rules.offloading_connector
-        and engine.scheduler == "vllm"
-        and cost.model.settings.engine == "vllm"
-        and chosen.write_policy == "write-through"
-        and not chosen.touch_cpu_on_gpu_hit
-        and not chosen.re_store_on_gpu_hit
-    )
-
-
-def _run(made, engine, rules, chosen, arrivals, cost, meter, gpu_blocks, cpu_blocks, per_request, tail_first):
-    """The run's :class:`kvlab.simulator.events.SimulatorStats`: the compiled loop's where it serves the run within
-    --max-memory, else the Python engine's. ``gpu_blocks``: the blocks a request can take (vLLM's null block
-    aside)."""
-    from kvlab.simulator import compiled
-    from kvlab.simulator.events import Simulator
-    from kvlab.simulator.pool import BlockPool
-    from kvlab.util.memory import MemoryLimitError
-
-    block = chosen.block_tokens
-    stats = None
-    if compiled.compiles(made, engine, rules, chosen, arrivals):
-        try:
-            rooms = gpu_blocks, cpu_blocks, block
-            stats = compiled.run(made, engine, rules, *rooms, cost, arrivals, per_request, tail_first, meter)
-        except MemoryLimitError:
-            if made.trace == "-":  # standard input cannot be read again
-                raise
-            # The compiled loop's state per distinct block would pass --max-memory: the Python engine holds only what
-            # is in flight and in the tiers. It reads the trace again (the same outputs either way).
-            meter.projected = 0
-    if stats is None:
-        offload = None
-        if cpu_blocks and _connector(engine, rules, chosen, cost):
-            from kvlab.simulator.offloading import OffloadingConnector
-
-            offload = OffloadingConnector(cpu_blocks)
-        elif cpu_blocks:
-            from kvlab.cache.write_policies import make_cache
-
-            offload = make_cache(chosen.write_policy, 0, cpu_blocks * block, block, **_policy_rules(chosen))
-        pool = BlockPool(gpu_blocks, block)
-        simulator = Simulator(pool, cost, offload, engine, per_request, tail_first=tail_first, rules=rules)
-        simulator.meter = meter
-        timed = _metered(made, meter)
-        stats = simulator.run(
-            timed if arrivals.kind == "clients" else arrivals.open_times(timed, getattr(made, "trace", None)),
-            arrivals.clients,
-        )
-    return stats
-
-
-def simulate_footprint(gpu_blocks, cpu_blocks, per_request, interned):
-    """What ``kvlab simulate`` holds (kvlab/util/memory.py): per request its four times (typed arrays, up to twice
-    while they grow, and the copies the percentiles take) and, if kept, its table row (a tuple, the frame, the CSV
-    text); per distinct block the dense ids of blocks cut from a trace block; fixed, reading the trace (its batch of
-    lines: what every trace reader holds) and the GPU pool's and the CPU tier's entries (an OrderedDict entry and its
-    key each). A waiting request holds more (kvlab/simulator/events.py: the engine checks its queue)."""
-    from kvlab.cache.compiled import READING_BYTES
-    from kvlab.util.memory import Footprint
-
-    per = 96 + (480 if per_request else 0)
-    return Footprint(request=per, key=24 if interned else 0, fixed=READING_BYTES + 150 * (gpu_blocks + cpu_blocks))
-
-
-def _policy_rules(chosen):
-    rules = {name: getattr(chosen, name) for name in CACHE_RULES if name != "write_policy"}
-    rules.pop("gpu_eviction")
-    return rules
-
-
-def _metered(workload, meter):
-    """The workload's timed requests, checked against ``meter`` every 4,096 of them (and at the end)."""
-    accesses = number = 0
-    for number, request in enumerate(workload.timed(), 1):
-        accesses += len(request.keys)
-        if not number % 4096:
-            meter.check(accesses, number, accesses, workload.read_fraction)
-        yield request
-    meter.check(accesses, number, accesses, workload.read_fraction)
-
-
-def _document(made, chosen, engine, arrivals, cost, pool_from, gpu_blocks, cpu_blocks, stats):
-    block = chosen.block_tokens
+def _document(instance, arrivals, cost, stats):
+    made, chosen, engine = instance.made, instance.chosen, instance.engine
+    gpu_blocks, cpu_blocks, block = instance.gpu_blocks, instance.cpu_blocks, chosen.block_tokens
     inputs, gpu, cpu = stats.input_tokens, stats.gpu_hit_tokens, stats.cpu_hit_tokens
     span = (stats.last - stats.first) if stats.last is not None else 0.0
     lookups = stats.lookups
     cache = {
         "gpu_blocks": gpu_blocks,
         "gpu_tokens": gpu_blocks * block,
-        "gpu_pool_from": pool_from,
+        "gpu_pool_from": instance.pool_from,
         "cpu_blocks": cpu_blocks,
         "cpu_tokens": cpu_blocks * block,
         **{name: value for name, value in chosen.describe().items() if name not in ("gpu_tokens", "cpu_tokens")},

@@ -15,7 +15,7 @@ from kvlab.cli.flags import (
     workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
-from kvlab.serving import OFFLOADING as ENGINES
+from kvlab.serving import OFFLOADING
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number
 
@@ -116,7 +116,7 @@ def build_parser(prog):
     parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=OFFLOADING,
         help="also the settings to paste into this engine for the CPU budget, and the host memory it allocates",
     )
     parser.add_argument(

@@ -18,6 +18,7 @@ from kvlab.cli.replay import add_cache_arguments
 from kvlab.cli.types import number_in
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.simulator.arrivals import MAX_CLIENTS, PACE, Arrivals, pace
+from kvlab.simulator.instance import CACHE_RULES
 from kvlab.simulator.settings import GENERATED_BLOCKS, MAX_OUTPUT_TOKENS, SCHEDULERS, UTILIZATION, EngineSettings
 from kvlab.workloads import whole_number
 
@@ -90,7 +91,7 @@ def build_parser(prog):
 
 def settings_of(args):
     """kvlab.simulate's keywords from the flags (the files to write aside)."""
-    names = ("gpu_tokens", "cpu_tokens", "block_tokens", *simulates.CACHE_RULES, "max_memory")
+    names = ("gpu_tokens", "cpu_tokens", "block_tokens", *CACHE_RULES, "max_memory")
     names += tuple(field.name for field in dataclasses.fields(EngineSettings))
     names += tuple(field.name for field in dataclasses.fields(Arrivals))
     from kvlab.latency.hardware import settings_names

@@ -28,14 +28,12 @@ __all__ = [
     "ALL_REDUCES",
     "CHOICES",
     "DISK_HARDWARE",
-    "ENGINES",
     "LATENCY_SOURCES",
     "NUMBERS",
     "HardwareModel",
     "HardwareSettings",
 ]
 
-ENGINES = OFFLOADING
 LATENCY_SOURCES = ("auto", "database", "roofline")
 ALL_REDUCES = ("ring", "none")  # none: no tensor-parallel communication, as Mooncake's Eq. 2 assumes
 
@@ -52,7 +50,7 @@ NUMBERS = {
     "disk_us": (0, 1e9, "0 to 1e9 microseconds"),
 }
 CHOICES = {
-    "engine": ENGINES,
+    "engine": OFFLOADING,
     "latency_source": LATENCY_SOURCES,
     "all_reduce": ALL_REDUCES,
     "disk_medium": tuple(DISK_MEDIA),

@@ -29,7 +29,7 @@ __all__ = ["FOOTPRINT", "compiles", "run"]
 # access: its key in the batch's ids (kvlab's readers count those in READING_BYTES) and, while the request is in
 # flight, in the loop's arena.
 FOOTPRINT = Footprint(key=TABLE_BYTES_PER_KEY + 2 * TABLE_BYTES_PER_KEY // 3 + 8 + 3 * 28, request=3 * 88)
-ROW_BYTES = 480  # a --per-request row as a tuple of Python numbers, and its CSV text (simulates.simulate_footprint)
+ROW_BYTES = 480  # a --per-request row as a tuple of Python numbers, and its CSV text (Instance.footprint)
 FIRST_SLOTS = 1024  # requests in flight the arrays hold at first (grown by doubling)
 
 

@@ -1,0 +1,191 @@
+"""One engine instance, set up and run: what ``kvlab.simulate`` asks of the simulator. Its GPU pool decided
+(``--gpu-blocks``, ``--gpu-tokens``, or the engine's memory rule: :func:`kvlab.serving.vllm.gpu_pool`), the settings
+the simulator does not model refused, vLLM's rules chosen by version, its CPU tier (vLLM 0.33's OffloadingConnector or
+a write policy of ``kvlab/cache/``) and its implementation (the compiled loop where it serves the run within
+``--max-memory``, else the Python simulator, the same figures either way)."""
+
+from dataclasses import dataclass
+
+from kvlab.util.errors import SettingError
+
+__all__ = ["CACHE_RULES", "Instance"]
+
+CACHE_RULES = (  # kvlab replay's cache flags that simulate takes, with the values its engine models
+    "partial_blocks",
+    "eviction_order",
+    "write_policy",
+    "gpu_eviction",
+    "cpu_eviction",
+    "touch_cpu_on_gpu_hit",
+    "re_store_on_gpu_hit",
+)
+MODELLED = {"partial_blocks": "drop", "gpu_eviction": "lru", "cpu_eviction": "lru"}  # vLLM's block pool's only
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An engine instance's settings, checked: ``made`` (the workload), ``engine``
+    (:class:`kvlab.simulator.settings.EngineSettings`), ``chosen`` (:class:`kvlab.cache.interface.CacheSettings`),
+    ``model`` (:class:`kvlab.latency.hardware.HardwareModel`), the pool (``gpu_blocks``, ``usable`` of them: vLLM's
+    null block aside, ``pool_from``), ``cpu_blocks``, and vLLM's ``rules`` with ``rules_from``."""
+
+    made: object
+    engine: object
+    chosen: object
+    model: object
+    gpu_blocks: int
+    usable: int
+    pool_from: object
+    cpu_blocks: int
+    rules: object
+    rules_from: object
+
+    @classmethod
+    def of(cls, made, engine, cache_rules, gpu_tokens, cpu_tokens, model):
+        """The instance of these settings; SettingError, in the command's words, for one it cannot run."""
+        from kvlab.cache.interface import CacheSettings
+        from kvlab.serving.vllm import gpu_pool
+
+        block = made.block_tokens
+        pool_from = "--gpu-blocks"
+        if engine.gpu_blocks is not None:
+            gpu_blocks = engine.gpu_blocks
+        elif gpu_tokens is not None:
+            gpu_blocks, pool_from = int(gpu_tokens) // block, "--gpu-tokens"
+        else:
+            rule = gpu_pool(model, block, engine.gpu_memory_utilization, engine.max_num_batched_tokens)
+            gpu_blocks, pool_from = rule.blocks, rule.describe()
+        cpu_blocks = engine.cpu_blocks if engine.cpu_blocks is not None else int(cpu_tokens or 0) // block
+        try:
+            chosen = CacheSettings(
+                gpu_tokens=gpu_blocks * block, cpu_tokens=cpu_blocks * block, block_tokens=block, **cache_rules
+            )
+        except (ValueError, TypeError) as error:
+            raise SettingError(str(error)) from None
+        for name, modelled in MODELLED.items():
+            value = getattr(chosen, name)
+            if value != modelled:
+                raise SettingError(
+                    f"argument --{name.replace('_', '-')}: kvlab simulate models {modelled} only (vLLM's block pool),"
+                    f" got {value}"
+                )
+        rules, rules_from = _rules(model)
+        usable = gpu_blocks - 1 if engine.scheduler == "vllm" else gpu_blocks  # vLLM's null block
+        if usable < 1:
+            raise SettingError(
+                f"argument --gpu-blocks: the engine needs a GPU pool of at least {gpu_blocks - usable + 1} blocks"
+                + (" (vLLM keeps block 0 out of use: its null block)" if usable < gpu_blocks else "")
+            )
+        return cls(made, engine, chosen, model, gpu_blocks, usable, pool_from, cpu_blocks, rules, rules_from)
+
+    def footprint(self, per_request):
+        """What the run holds (kvlab/util/memory.py): per request its four times (typed arrays, up to twice while
+        they grow, and the copies the percentiles take) and, if kept, its table row (a tuple, the frame, the CSV
+        text); per distinct block the dense ids of blocks cut from a trace block; fixed, reading the trace (its batch
+        of lines: what every trace reader holds) and the GPU pool's and the CPU tier's entries (an OrderedDict entry
+        and its key each). A waiting request holds more (kvlab/simulator/events.py: the simulator checks its
+        queue)."""
+        from kvlab.cache.compiled import READING_BYTES
+        from kvlab.simulator.compiled import ROW_BYTES
+        from kvlab.util.memory import Footprint
+
+        per = 96 + (ROW_BYTES if per_request else 0)
+        interned = getattr(self.made, "split", 1) > 1
+        fixed = READING_BYTES + 150 * (self.gpu_blocks + self.cpu_blocks)
+        return Footprint(request=per, key=24 if interned else 0, fixed=fixed)
+
+    def run(self, cost, arrivals, meter, per_request):
+        """The run's :class:`kvlab.simulator.events.SimulatorStats`: the compiled loop's where it serves the run
+        within ``meter`` (--max-memory), else the Python simulator's."""
+        from kvlab.simulator import compiled
+        from kvlab.simulator.events import Simulator
+        from kvlab.simulator.pool import BlockPool
+        from kvlab.util.memory import MemoryLimitError
+
+        made, engine, rules, chosen = self.made, self.engine, self.rules, self.chosen
+        block, tail_first = chosen.block_tokens, chosen.eviction_order == "tail-first"
+        if compiled.compiles(made, engine, rules, chosen, arrivals):
+            try:
+                rooms = self.usable, self.cpu_blocks, block
+                return compiled.run(made, engine, rules, *rooms, cost, arrivals, per_request, tail_first, meter)
+            except MemoryLimitError:
+                if made.trace == "-":  # standard input cannot be read again
+                    raise
+                # The compiled loop's state per distinct block would pass --max-memory: the Python simulator holds only
+                # what is in flight and in the tiers. It reads the trace again (the same outputs either way).
+                meter.projected = 0
+        simulator = Simulator(
+            BlockPool(self.usable, block),
+            cost,
+            self._cpu_tier(),
+            engine,
+            per_request,
+            tail_first=tail_first,
+            rules=rules,
+        )
+        simulator.meter = meter
+        timed = _metered(made, meter)
+        return simulator.run(
+            timed if arrivals.kind == "clients" else arrivals.open_times(timed, getattr(made, "trace", None)),
+            arrivals.clients,
+        )
+
+    def _cpu_tier(self):
+        """vLLM 0.33's OffloadingConnector (kvlab/simulator/offloading.py) for vLLM's engine and scheduler from 0.33,
+        written through, LMCache's switches off; else the write policy's (kvlab/cache/write_policies.py); None
+        without a CPU tier."""
+        chosen, cpu_blocks = self.chosen, self.cpu_blocks
+        if not cpu_blocks:
+            return None
+        if (
+            self.rules.offloading_connector
+            and self.engine.scheduler == "vllm"
+            and self.model.settings.engine == "vllm"
+            and chosen.write_policy == "write-through"
+            and not chosen.touch_cpu_on_gpu_hit
+            and not chosen.re_store_on_gpu_hit
+        ):
+            from kvlab.simulator.offloading import OffloadingConnector
+
+            return OffloadingConnector(cpu_blocks)
+        from kvlab.cache.write_policies import make_cache
+
+        rules = {name: getattr(chosen, name) for name in CACHE_RULES if name not in ("write_policy", "gpu_eviction")}
+        return make_cache(chosen.write_policy, 0, cpu_blocks * chosen.block_tokens, chosen.block_tokens, **rules)
+
+    def describe(self):
+        """The engine's version and rules, and the usable pool, for the run's JSON (vLLM's scheduler only)."""
+        if self.engine.scheduler != "vllm":
+            return {}, {}
+        if self.rules_from == "--engine-version":
+            version, rules = self.rules.version, self.rules_from
+        else:
+            version, rules = self.rules_from
+        return {"version": version, "rules": rules}, {"gpu_blocks_usable": self.usable}
+
+
+def _rules(model):
+    """vLLM's rules (:func:`kvlab.serving.vllm.rules_for`) of ``--engine-version``, else of the database's version
+    where it prices the run (rules and prices from one version), else the newest; and where they come from:
+    ``--engine-version``, or (the version, why)."""
+    from kvlab.serving.vllm import NEWEST, rules_for
+
+    asked = model.settings.engine_version
+    if asked is not None:
+        return rules_for(asked), "--engine-version"
+    database = model.database
+    if database is not None and database.backend == "vllm":
+        rules = rules_for(database.version)
+        return rules, (database.version, f"vLLM {rules.version}'s, the version the database measured")
+    return rules_for(NEWEST), (NEWEST, "the newest kvlab models (--engine-version for another)")
+
+
+def _metered(workload, meter):
+    """The workload's timed requests, checked against ``meter`` every 4,096 of them (and at the end)."""
+    accesses = number = 0
+    for number, request in enumerate(workload.timed(), 1):
+        accesses += len(request.keys)
+        if not number % 4096:
+            meter.check(accesses, number, accesses, workload.read_fraction)
+        yield request
+    meter.check(accesses, number, accesses, workload.read_fraction)
