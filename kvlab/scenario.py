@@ -23,15 +23,15 @@ MAX_READS = 10**8  # documents read over all passes: more is refused, not left t
 MAX_WHOLE = 2**53  # any room or length: exact as a float, so every tool reads it back the same
 
 
-class Once(argparse._StoreAction):
+class Once(argparse.Action):
     """A flag that may be given once: a second value is an error, not a silent override."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        given = namespace.__dict__.setdefault("_given", set())
+        given = vars(namespace).setdefault("_given", set())
         if option_string is not None and self.dest in given:
             parser.error(f"argument {option_string}: given twice")
         given.add(self.dest)
-        super().__call__(parser, namespace, values, option_string)
+        setattr(namespace, self.dest, values)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from itertools import product
 
-from kvlab.util.errors import KvlabError, SettingError
+from kvlab.util.errors import KvlabError, SettingError, describe
 from kvlab.util.files import number_in, number_text, shown
 
 
@@ -296,20 +296,7 @@ def _guarded(one, settings):
     except MemoryError:
         raise KvlabError("out of memory") from None
     except (ValueError, OSError, ArithmeticError, RecursionError, LookupError, TypeError) as error:
-        raise KvlabError(_described(error)) from error
-
-
-def _described(error):
-    """One line for an error of the domain or the system, as the commands say it (an input is read, never written)."""
-    if isinstance(error, OSError):
-        if not error.filename:
-            return f"cannot read or write: {error.strerror or error}"
-        return f"{error.filename}: cannot read: {error.strerror or error}"
-    if isinstance(error, RecursionError):
-        return "an input is nested too deeply"
-    if isinstance(error, LookupError | TypeError):
-        return f"an input has the wrong shape ({type(error).__name__}: {shown(error, 200)})"
-    return (str(error) or type(error).__name__).replace("\n", "\\n").replace("\r", "\\r")
+        raise KvlabError(describe(error)) from error
 
 
 # --- plan -----------------------------------------------------------------------------------------------------

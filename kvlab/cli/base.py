@@ -12,7 +12,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 
-from kvlab.util.errors import SettingError
+from kvlab.util.errors import SettingError, describe
 from kvlab.util.files import shown, write_together
 from kvlab.util.numbers import MAX_POINTS, too_many_points
 
@@ -34,16 +34,17 @@ class UsageError(Exception):
     """A usage error found after parsing (a bad combination of flags); exit 2."""
 
 
-class Once(argparse._StoreAction):
-    """A flag that may be given once: a second value is an error, not a silent override (the rule of every command,
-    and of the lab's scenario script, which keeps its own copy: it is standard-library only and stands alone)."""
+class Once(argparse.Action):
+    """A flag that stores its value and may be given once: a second value is an error, not a silent override (the
+    rule of every command, and of the lab's scenario script, which keeps its own copy: it is standard-library only
+    and stands alone)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        given = namespace.__dict__.setdefault("_given", set())
+        given = vars(namespace).setdefault("_given", set())
         if option_string is not None and self.dest in given:
             parser.error(f"argument {option_string}: given twice")
         given.add(self.dest)
-        super().__call__(parser, namespace, values, option_string)
+        setattr(namespace, self.dest, values)
 
 
 class Parser(argparse.ArgumentParser):
@@ -92,12 +93,6 @@ class Parser(argparse.ArgumentParser):
         self.outputs.append(action.dest)
         return action
 
-    @property
-    def inputs(self):
-        """The arguments naming files the command reads: those of type :func:`input_file`, wherever declared (an
-        argument group's, a flag group shared by commands), so that no command can forget one."""
-        return [action.dest for action in self._actions if action.type is input_file]
-
     def files(self, args, dests):
         found = []
         for dest in dests:
@@ -115,12 +110,17 @@ class Outputs:
     status: int = 0  # the exit code when all went well (a command that runs another program passes its code on)
 
 
+class InputPath(str):
+    """A path the command reads, as :func:`input_file` gives it: :func:`check_paths` finds every one among the
+    parsed arguments, wherever its flag is declared (an argument group's, a flag group shared by commands)."""
+
+
 def input_file(text):
     """The type of every argument naming a file the command reads (``-``: standard input): declaring it so is
     what keeps an output off it (:func:`check_paths`). An empty name is no file."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path names no file")
-    return text
+    return InputPath(text)
 
 
 def output_file(text):
@@ -129,7 +129,7 @@ def output_file(text):
     ``/`` (or ``/.``) is a folder (a rename would write the file before it)."""
     if text and os.path.basename(text) in ("", ".", ".."):
         raise argparse.ArgumentTypeError(f"{text}: names a folder, not a file")
-    return input_file(text)
+    return str(input_file(text))
 
 
 def summary(doc):
@@ -234,7 +234,8 @@ def same_file(first, second):
 def check_paths(parser, args):
     """Refuse an output that is also an input, or two outputs in one file: either would clobber a file; and an
     output in a folder that does not exist, before any work."""
-    inputs, outputs = parser.files(args, parser.inputs), parser.files(args, parser.outputs)
+    outputs = parser.files(args, parser.outputs)
+    inputs = [path for path in parser.files(args, vars(args)) if isinstance(path, InputPath)]
     for output in outputs:
         if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), output)
@@ -254,22 +255,6 @@ def one_line(text):
 def fail(prog, message, status):
     sys.stderr.write(f"{prog}: error: {one_line(message)}\n")
     return status
-
-
-def describe(error, outputs=()):
-    """One line for an error raised by domain code or the system (``outputs``: the files being written)."""
-    if isinstance(error, OSError):
-        if not error.filename:
-            return f"cannot read or write: {error.strerror or error}"
-        verb = "write" if error.filename in outputs else "read"
-        return f"{error.filename}: cannot {verb}: {error.strerror or error}"
-    if isinstance(error, RecursionError):
-        return "an input is nested too deeply"
-    if isinstance(error, MemoryError):
-        return "out of memory"
-    if isinstance(error, (LookupError, TypeError)):  # an input of the wrong shape reached the domain code
-        return f"an input has the wrong shape ({type(error).__name__}: {shown(error, 200)})"
-    return str(error) or type(error).__name__
 
 
 def emit(text, prog="kvlab"):

@@ -7,9 +7,10 @@ environment variable named by ``--api-key-env`` (default KVLAB_API_KEY) and is n
 
 import os
 
-from kvlab.cli.base import ERRORS, Outputs, Parser, UsageError, argument, describe, run, summary
+from kvlab.cli.base import ERRORS, Outputs, Parser, UsageError, argument, run, summary
 from kvlab.cli.types import named_order, number_in
 from kvlab.measure.client import base_url
+from kvlab.util.errors import describe
 from kvlab.util.files import number_text, shown
 from kvlab.workloads import whole_number
 

@@ -2,7 +2,7 @@
 them into one line and an exit code) and the Python API (which raises them) share them without importing each
 other's code."""
 
-__all__ = ["KvlabError", "SettingError"]
+__all__ = ["KvlabError", "SettingError", "describe"]
 
 
 class KvlabError(ValueError):
@@ -15,3 +15,22 @@ class SettingError(KvlabError):
     """A setting the command refuses (a bad value, settings that do not go together): its exit code is 2."""
 
     status = 2
+
+
+def describe(error, outputs=()):
+    """One line for an error of the domain or the system, as the commands and the Python API say it (``outputs``:
+    the files being written; any other file named was being read)."""
+    from kvlab.util.files import shown
+
+    if isinstance(error, OSError):
+        if not error.filename:
+            return f"cannot read or write: {error.strerror or error}"
+        verb = "write" if error.filename in outputs else "read"
+        return f"{error.filename}: cannot {verb}: {error.strerror or error}"
+    if isinstance(error, RecursionError):
+        return "an input is nested too deeply"
+    if isinstance(error, MemoryError):
+        return "out of memory"
+    if isinstance(error, LookupError | TypeError):  # an input of the wrong shape reached the domain code
+        return f"an input has the wrong shape ({type(error).__name__}: {shown(error, 200)})"
+    return (str(error) or type(error).__name__).replace("\n", "\\n").replace("\r", "\\r")
