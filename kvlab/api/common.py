@@ -10,7 +10,7 @@ from decimal import Decimal
 from itertools import product
 
 from kvlab.util.errors import KvlabError, SettingError, describe
-from kvlab.util.files import number_in, number_text, shown
+from kvlab.util.files import number_text, shown
 
 
 def _scalars(document):
@@ -144,32 +144,12 @@ def _switch(name, value):
 
 
 def _hardware_values(given):
-    """The :class:`kvlab.latency.hardware.HardwareSettings` values among ``given`` converted as their flags convert
-    them (``"0.5"`` or ``0.5``; a path or its text), the ones left None left out; SettingError in argparse's words."""
-    import os
+    """The :class:`kvlab.latency.hardware.HardwareSettings` values among ``given`` checked and converted as their flags
+    convert them, the ones left None left out; SettingError in argparse's words."""
+    from kvlab.latency.hardware import HardwareSettings
+    from kvlab.util.settings import checked
 
-    from kvlab.latency import hardware
-    from kvlab.sizing.model_size import KV_DTYPES
-    from kvlab.workloads import whole_number
-
-    checked = {}
-    for name, value in given.items():
-        if value is None:
-            continue
-        if name in hardware.NUMBERS:
-            checked[name] = _setting(name, number_in(*hardware.NUMBERS[name]), value)
-        elif name in hardware.CHOICES or name == "kv_dtype":
-            checked[name] = _choice(name, value, hardware.CHOICES.get(name, tuple(KV_DTYPES)))
-        elif name == "tp":
-            checked[name] = _setting(name, whole_number(1, 2**20), value)
-        elif name == "layerwise":
-            checked[name] = _switch(name, value)
-        else:  # model_config, gpu_system, engine_version: a name or a path
-            value = os.fspath(value) if isinstance(value, os.PathLike) else value
-            if not isinstance(value, str) or not value:
-                raise SettingError(f"argument {_flag(name)}: expected a name or a file, got {shown(value)}")
-            checked[name] = value
-    return checked
+    return checked(HardwareSettings, given)
 
 
 def _ratio(text):

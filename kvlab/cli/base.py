@@ -10,15 +10,17 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 
 from kvlab.util.errors import SettingError, describe
 from kvlab.util.files import shown, write_together
 from kvlab.util.numbers import MAX_POINTS, too_many_points
+from kvlab.util.settings import InputPath, flag
 
 __all__ = [
     "Outputs",
     "Parser",
+    "add_arguments",
     "UsageError",
     "argument",
     "deprecated",
@@ -110,17 +112,52 @@ class Outputs:
     status: int = 0  # the exit code when all went well (a command that runs another program passes its code on)
 
 
-class InputPath(str):
-    """A path the command reads, as :func:`input_file` gives it: :func:`check_paths` finds every one among the
-    parsed arguments, wherever its flag is declared (an argument group's, a flag group shared by commands)."""
+def argument(convert):
+    """An argparse type from a converter that raises ValueError with its own message."""
+
+    def parse(given):
+        try:
+            return convert(given)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    return parse
 
 
-def input_file(text):
-    """The type of every argument naming a file the command reads (``-``: standard input): declaring it so is
-    what keeps an output off it (:func:`check_paths`). An empty name is no file."""
-    if not text:
+def add_arguments(group, settings, skip=(), optional=False, helps=None):
+    """A flag in ``group`` (a parser or an argument group) for every declared field of the dataclass ``settings`` but
+    ``skip``: a field without a default is required unless ``optional``; ``helps`` replaces a flag's help."""
+    for found in fields(settings):
+        name, metadata = found.name, found.metadata
+        if name in skip or not metadata:
+            continue
+        help_text = (helps or {}).get(name, metadata["help"])
+        if metadata["switch"] == "on":
+            group.add_argument(flag(name), action="store_true", help=help_text)
+            continue
+        if metadata["switch"] == "both":
+            group.add_argument(flag(name), action=argparse.BooleanOptionalAction, default=found.default, help=help_text)
+            continue
+        missing = found.default is MISSING
+        choices, convert = metadata["choices"], metadata["convert"]
+        group.add_argument(
+            flag(name),
+            required=missing and not optional,
+            default=None if missing else found.default,
+            choices=choices,
+            type=None if convert is None else argument(convert),
+            metavar=None if choices else name.upper(),
+            help=help_text,
+        )
+
+
+def input_file(given):
+    """The type of every argument naming a file the command reads (``-``: standard input). An empty name is no
+    file."""
+    if not given:
         raise argparse.ArgumentTypeError("an empty path names no file")
-    return InputPath(text)
+    return InputPath(given)
 
 
 def output_file(text):
@@ -136,19 +173,6 @@ def summary(doc):
     """A command's ``--help`` description from its module docstring: the first paragraph, as plain text."""
     paragraph = " ".join(doc.strip().split("\n\n")[0].split())
     return re.sub(r"^``kvlab [a-z -]+``: ", "", paragraph).replace("``", "")
-
-
-def argument(convert):
-    """An argparse type from a converter that raises ValueError with its own message."""
-
-    def parse(text):
-        try:
-            return convert(text)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    parse.__name__ = getattr(convert, "__name__", "value")
-    return parse
 
 
 def listing(convert, what):

@@ -2,7 +2,6 @@
 the cache's rules and policies, whose names and defaults are :class:`kvlab.cache.interface.CacheSettings`' fields (a
 plan's setting is kvlab/cli/plan.py's)."""
 
-import dataclasses
 from dataclasses import fields
 
 from kvlab.api import common
@@ -10,10 +9,10 @@ from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.cli.base import UsageError, argument, input_file
+from kvlab.cli.base import UsageError, add_arguments, argument, input_file
 from kvlab.cli.types import number_in
 from kvlab.util.memory import memory_size
-from kvlab.workloads import WORKLOADS, switch, whole_number
+from kvlab.workloads import WORKLOADS, switch
 
 __all__ = [
     "add_block_rule_arguments",
@@ -172,62 +171,14 @@ def build_cache(args, workload):
     return cache_settings(args, workload.block_tokens).build(workload)
 
 
-HARDWARE_HELP = {  # kvlab.latency.hardware.HardwareSettings' fields as flags
-    "model_config": "the model's whole Hugging Face config.json",
-    "gpu_system": "an aiconfigurator-core system (kvlab ttft systems: h100_sxm, ...) or a .yaml file of its fields",
-    "engine": "the engine whose offload design prices a load (default %(default)s)",
-    "engine_version": "the database's engine version (default: its current one; kvlab ttft systems lists them)",
-    "tp": "tensor-parallel degree (default %(default)s)",
-    "latency_source": "database: aiconfigurator-core's measured kernels; roofline: config.json and the system's"
-    " specs; auto (default): the database where it covers the model, else the roofline",
-    "efficiency": "the roofline's fraction of peak FLOP/s (default %(default)s)",
-    "memory_efficiency": "the roofline's fraction of HBM bandwidth (default %(default)s)",
-    "overhead_ms": "the roofline's fixed ms per step (default %(default)s)",
-    "link_gbps": "the CPU->GPU link's peak in GB/s (default: the system's PCIe figure)",
-    "copy_us": "the link's cost per copy in microseconds (default: the engine's, kvlab/latency/transfer.py)",
-    "link_latency_ms": "a fixed ms per load (default %(default)s)",
-    "layerwise": "LMCache's use_layerwise: load layer by layer beside the compute (--engine lmcache)",
-    "all_reduce": "the roofline's tensor-parallel all-reduces: ring (default) or none (Mooncake's Eq. 2 assumes none)",
-    "kv_dtype": "the element the KV cache is stored in (default %(default)s)",
-    "disk_medium": "the disk tier's medium: nvme (default) or rdma (a remote store), its read figures"
-    " (kvlab/latency/transfer.py DISK_MEDIA)",
-    "disk_gbps": "the disk tier's read peak in GB/s (default: the medium's)",
-    "disk_us": "the disk tier's microseconds per block read (default: the medium's)",
-}
-
-
 def add_hardware_arguments(parser, skip=(), optional=False, helps=None):
     """The flags of :class:`kvlab.latency.hardware.HardwareSettings` but ``skip`` (a command's own flags); with
     ``optional`` none is required (the command prices from the hardware only where ``--gpu-system`` is given);
     ``helps`` replaces a flag's help."""
-    from kvlab.latency.hardware import CHOICES, NUMBERS, HardwareSettings
-    from kvlab.sizing.model_size import KV_DTYPES
+    from kvlab.latency.hardware import HardwareSettings
 
-    choices = {**CHOICES, "kv_dtype": tuple(KV_DTYPES)}
-    types = {name: argument(number_in(*bounds)) for name, bounds in NUMBERS.items()}
-    types["tp"] = argument(whole_number(1, 2**20))
-    types["model_config"] = types["gpu_system"] = input_file  # files it reads (a system's name is none, harmlessly)
-    helps = {**HARDWARE_HELP, **(helps or {})}
     group = parser.add_argument_group("hardware (kvlab/latency/hardware.py)")
-    for setting in fields(HardwareSettings):
-        name = setting.name
-        if name in skip:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if setting.type is bool:
-            group.add_argument(flag, action="store_true", help=helps[name])
-            continue
-        missing = setting.default is dataclasses.MISSING
-        required, default = missing and not optional, None if missing else setting.default
-        group.add_argument(
-            flag,
-            required=required,
-            default=default,
-            choices=choices.get(name),
-            type=types.get(name),
-            metavar=None if name in choices else name.upper(),
-            help=helps[name],
-        )
+    add_arguments(group, HardwareSettings, skip=skip, optional=optional, helps=helps)
 
 
 def hardware_settings(args, **given):

@@ -1,11 +1,12 @@
 """``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
 recomputed per round, and the GiB (2**30 bytes) full reuse (or a target hit ratio) takes."""
 
+from dataclasses import fields
+
 from kvlab.api import plans
 from kvlab.cache.costs import WINDOW_RULES
 from kvlab.cli.base import Outputs, Parser, argument, deprecated, input_file, listing, run, summary
 from kvlab.cli.flags import (
-    HARDWARE_HELP,
     add_block_rule_arguments,
     add_hardware_arguments,
     add_memory_argument,
@@ -15,6 +16,7 @@ from kvlab.cli.flags import (
     workload_options,
 )
 from kvlab.cli.types import block_tokens, tokens
+from kvlab.latency.hardware import HardwareSettings
 from kvlab.serving import OFFLOADING
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.workloads import whole_number
@@ -133,7 +135,8 @@ def build_parser(prog):
         help="also the TTFT percentiles and throughput under this load, per CPU budget (kvlab simulate at the"
         " plan's rooms, with --gpu-system): speedup=S of the trace's clock, rate=R requests/s or clients=N",
     )
-    gpu_system = "also the predicted TTFT per round on this system (with --engine): " + HARDWARE_HELP["gpu_system"]
+    declared = {found.name: found.metadata["help"] for found in fields(HardwareSettings)}
+    gpu_system = "also the predicted TTFT per round on this system (with --engine): " + declared["gpu_system"]
     gpu_system += "; its GPUs per node divide --cpu-gib-per-node"
     add_hardware_arguments(parser, skip=HARDWARE_OWN, optional=True, helps={"gpu_system": gpu_system})
     add_memory_argument(parser)

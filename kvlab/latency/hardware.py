@@ -22,14 +22,16 @@ from kvlab.latency import roofline
 from kvlab.latency.transfer import DISK_HARDWARE, DISK_MEDIA, Link
 from kvlab.serving import ENGINES as SERVING
 from kvlab.serving import OFFLOADING
+from kvlab.sizing.model_size import KV_DTYPES
 from kvlab.util.errors import KvlabError, SettingError
+from kvlab.util.files import number_in
+from kvlab.util.settings import Declared, name_or_file, nonempty_text, setting
+from kvlab.workloads import whole_number
 
 __all__ = [
     "ALL_REDUCES",
-    "CHOICES",
     "DISK_HARDWARE",
     "LATENCY_SOURCES",
-    "NUMBERS",
     "HardwareModel",
     "HardwareSettings",
 ]
@@ -38,62 +40,90 @@ LATENCY_SOURCES = ("auto", "database", "roofline")
 ALL_REDUCES = ("ring", "none")  # none: no tensor-parallel communication, as Mooncake's Eq. 2 assumes
 
 
-# The ranges of HardwareSettings' numbers, (low, high, in words): the flags' types and the Python API's checks.
-NUMBERS = {
-    "efficiency": (1e-9, 1, "a fraction from 1e-9 to 1"),
-    "memory_efficiency": (1e-9, 1, "a fraction from 1e-9 to 1"),
-    "overhead_ms": (0, 1e9, "0 to 1e9 ms"),
-    "link_gbps": (1e-9, 1e9, "a number from 1e-9 to 1e9"),
-    "copy_us": (0, 1e9, "0 to 1e9 microseconds"),
-    "link_latency_ms": (0, 1e9, "0 to 1e9 ms"),
-    "disk_gbps": (1e-9, 1e9, "a number from 1e-9 to 1e9"),
-    "disk_us": (0, 1e9, "0 to 1e9 microseconds"),
-}
-CHOICES = {
-    "engine": OFFLOADING,
-    "latency_source": LATENCY_SOURCES,
-    "all_reduce": ALL_REDUCES,
-    "disk_medium": tuple(DISK_MEDIA),
-}
-
-
 @dataclass(frozen=True, kw_only=True)
-class HardwareSettings:
+class HardwareSettings(Declared):
     """What prices time: the model, the system, the engine; the roofline's factors and the link's. Each field is
-    a flag of ``kvlab ttft predict`` (``--gpu-system``, ...) and a keyword of the Python API."""
+    declared once (kvlab/util/settings.py): a flag of ``kvlab ttft predict`` (``--gpu-system``, ...) and a keyword of
+    the Python API."""
 
-    model_config: str
-    gpu_system: str
-    engine: str = "vllm"
-    engine_version: str | None = None
-    tp: int = 1
-    latency_source: str = "auto"
-    efficiency: float = roofline.Efficiency.compute
-    memory_efficiency: float = roofline.Efficiency.memory
-    overhead_ms: float = 0.0
-    link_gbps: float | None = None  # default: the system's PCIe figure
-    copy_us: float | None = None  # default: the engine's (kvlab/serving/: copy_us)
-    link_latency_ms: float = 0.0
-    layerwise: bool = False
-    all_reduce: str = "ring"
-    kv_dtype: str = "auto"
-    disk_medium: str = "nvme"
-    disk_gbps: float | None = None  # default: the medium's (kvlab/latency/transfer.py DISK_MEDIA)
-    disk_us: float | None = None  # default: the medium's, per block read
+    model_config: str = setting(convert=name_or_file, help="the model's whole Hugging Face config.json")
+    gpu_system: str = setting(
+        convert=name_or_file,
+        help="an aiconfigurator-core system (kvlab ttft systems: h100_sxm, ...) or a .yaml file of its fields",
+    )
+    engine: str = setting(
+        "vllm", choices=OFFLOADING, help="the engine whose offload design prices a load (default %(default)s)"
+    )
+    engine_version: str | None = setting(
+        None,
+        convert=nonempty_text,
+        help="the engine's version: the database's kernels and vLLM's scheduler rules (default: the database's"
+        " current one; kvlab ttft systems lists them)",
+    )
+    tp: int = setting(1, convert=whole_number(1, 2**20), help="tensor-parallel degree (default %(default)s)")
+    latency_source: str = setting(
+        "auto",
+        choices=LATENCY_SOURCES,
+        help="database: aiconfigurator-core's measured kernels; roofline: config.json and the system's specs; auto"
+        " (default): the database where it covers the model, else the roofline",
+    )
+    efficiency: float = setting(
+        roofline.Efficiency.compute,
+        convert=number_in(1e-9, 1, "a fraction from 1e-9 to 1"),
+        help="the roofline's fraction of peak FLOP/s (default %(default)s)",
+    )
+    memory_efficiency: float = setting(
+        roofline.Efficiency.memory,
+        convert=number_in(1e-9, 1, "a fraction from 1e-9 to 1"),
+        help="the roofline's fraction of HBM bandwidth (default %(default)s)",
+    )
+    overhead_ms: float = setting(
+        0.0, convert=number_in(0, 1e9, "0 to 1e9 ms"), help="the roofline's fixed ms per step (default %(default)s)"
+    )
+    link_gbps: float | None = setting(
+        None,
+        convert=number_in(1e-9, 1e9, "a number from 1e-9 to 1e9"),
+        help="the CPU->GPU link's peak in GB/s (default: the system's PCIe figure)",
+    )
+    copy_us: float | None = setting(
+        None,
+        convert=number_in(0, 1e9, "0 to 1e9 microseconds"),
+        help="the link's cost per copy in microseconds (default: the engine's, kvlab/serving/)",
+    )
+    link_latency_ms: float = setting(
+        0.0, convert=number_in(0, 1e9, "0 to 1e9 ms"), help="a fixed ms per load (default %(default)s)"
+    )
+    layerwise: bool = setting(
+        False, switch="on", help="LMCache's use_layerwise: load layer by layer beside the compute (--engine lmcache)"
+    )
+    all_reduce: str = setting(
+        "ring",
+        choices=ALL_REDUCES,
+        help="the roofline's tensor-parallel all-reduces: ring (default) or none (Mooncake's Eq. 2 assumes none)",
+    )
+    kv_dtype: str = setting(
+        "auto", choices=tuple(KV_DTYPES), help="the element the KV cache is stored in (default %(default)s)"
+    )
+    disk_medium: str = setting(
+        "nvme",
+        choices=tuple(DISK_MEDIA),
+        help="the disk tier's medium: nvme (default) or rdma (a remote store), its read figures"
+        " (kvlab/latency/transfer.py DISK_MEDIA)",
+    )
+    disk_gbps: float | None = setting(
+        None,
+        convert=number_in(1e-9, 1e9, "a number from 1e-9 to 1e9"),
+        help="the disk tier's read peak in GB/s (default: the medium's)",
+    )
+    disk_us: float | None = setting(
+        None,
+        convert=number_in(0, 1e9, "0 to 1e9 microseconds"),
+        help="the disk tier's microseconds per block read (default: the medium's)",
+    )
 
-    def __post_init__(self):
-        for name, choices in CHOICES.items():
-            if getattr(self, name) not in choices:
-                flag = name.replace("_", "-")
-                raise SettingError(
-                    f"argument --{flag}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
-                )
+    def check(self):
         if self.layerwise and SERVING[self.engine].layerwise is None:
             raise SettingError("--layerwise is LMCache's use_layerwise: it applies to --engine lmcache only")
-        for name, (low, high, what) in NUMBERS.items():
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not low <= value <= high):
-                raise SettingError(f"argument --{name.replace('_', '-')}: expected {what}, got {value!r}")
 
     def disk_flag(self):
         """The first disk-read setting given away from its default (``--disk-medium`` ...), or None: a setting that

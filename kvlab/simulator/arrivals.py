@@ -1,12 +1,12 @@
 """When requests arrive: from the trace's clock (sped up or slowed down), at a Poisson rate, or from clients that
 each send their next request when the last one finishes (closed loop, no think time)."""
 
-import numbers
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from kvlab.util.errors import SettingError
 from kvlab.util.files import number_in
+from kvlab.util.settings import Declared, check_value, setting
 from kvlab.workloads import whole_number
 
 __all__ = ["ARRIVALS", "PACE", "Arrivals", "pace"]
@@ -19,33 +19,25 @@ ARRIVALS = ("speedup", "rate", "clients")  # the settings of which exactly one i
 # take 2**28 s (8.5 years) leave a clock reading exact to 2**-24 s (60 ns), and requests/s prints 2 figures; at
 # 1e-12 the first gap (~2**40 s) leaves it exact to 2**-12 s (0.24 ms), and requests/s prints 0.0 (issue 36).
 PACE = (0.01, 1e12)
-pace = number_in(*PACE, f"a number from {PACE[0]:g} to {PACE[1]:g}")
+WITHIN = f"{PACE[0]:g} to {PACE[1]:g}"
+pace = number_in(*PACE, f"a number from {WITHIN}")
 
 
 @dataclass(frozen=True)
-class Arrivals:
-    """``speedup``: the trace's timestamps divided by it (the first request at 0); ``rate``: requests per second,
-    exponential gaps drawn from ``seed``; ``clients``: that many closed-loop clients."""
+class Arrivals(Declared):
+    """How requests arrive: one of ``speedup``, ``rate`` and ``clients`` (or none: the trace's clock); the Poisson
+    draw's ``seed`` goes with ``rate`` only (it draws nothing else)."""
 
-    speedup: float | None = None
-    rate: float | None = None
-    clients: int | None = None
-    seed: int | None = None  # the Poisson draw's (default 0); it draws nothing else, so it goes with ``rate`` only
+    speedup: float | None = setting(None, convert=pace, help=f"the trace's timestamps divided by this ({WITHIN})")
+    rate: float | None = setting(None, convert=pace, help=f"Poisson arrivals, requests per second ({WITHIN})")
+    clients: int | None = setting(None, convert=whole_number(1, MAX_CLIENTS), help="closed-loop clients")
+    # >= 0: random.Random takes a negative seed's absolute value (-1 draws as 1)
+    seed: int | None = setting(None, convert=whole_number(0), help="the Poisson draw of --rate's seed (default 0)")
 
-    def __post_init__(self):
+    def check(self):
         given = [name for name in ARRIVALS if getattr(self, name) is not None]
         if len(given) > 1:
             raise SettingError(f"--{given[0]} and --{given[1]} do not go together: arrivals come one way")
-        for name in ("speedup", "rate"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, paced(name, value))
-        if self.clients is not None and (type(self.clients) is not int or not 1 <= self.clients <= MAX_CLIENTS):
-            raise SettingError(
-                f"argument --clients: expected a whole number from 1 to {MAX_CLIENTS}, got {self.clients!r}"
-            )
-        if self.seed is not None:  # >= 0: random.Random takes a negative seed's absolute value (-1 draws as 1)
-            object.__setattr__(self, "seed", _setting("seed", whole_number(0), self.seed))
         if self.seed is not None and self.rate is None:
             raise SettingError("argument --seed: it draws the Poisson arrivals of --rate, and there is no --rate")
         if self.rate is not None and self.seed is None:
@@ -88,22 +80,13 @@ class Arrivals:
             yield (stamp - first) / speedup, request
 
 
+fields_of = {found.name: found for found in fields(Arrivals)}
+
+
 def paced(name, value):
     """``value`` of ``--name`` (``rate`` or ``speedup``: text or a number) within :data:`PACE`; SettingError in the
     flag's words, the same whichever way it came."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        value = str(int(value))
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        value = repr(float(value))
-    return _setting(name, pace, value)
-
-
-def _setting(name, convert, value):
-    """``convert(value)``, its ValueError a SettingError in the flag's words."""
-    try:
-        return convert(value)
-    except ValueError as error:
-        raise SettingError(f"argument --{name}: {error}") from None
+    return check_value(name, fields_of[name].metadata, value)
 
 
 def going_back(number, stamp, last, source=None):

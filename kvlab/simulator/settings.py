@@ -1,10 +1,14 @@
-"""The engine's settings: each field is a flag of ``kvlab simulate`` (``--max-num-batched-tokens`` ...) and a keyword
-of ``kvlab.simulate``; vLLM's flags of the same names where vLLM has one."""
+"""The engine's settings: each field is declared once (kvlab/util/settings.py), a flag of ``kvlab simulate``
+(``--max-num-batched-tokens`` ...) and a keyword of ``kvlab.simulate``; vLLM's flags of the same names where vLLM has
+one."""
 
 from dataclasses import dataclass, fields
 
 from kvlab.serving import ENGINES
 from kvlab.util.errors import SettingError
+from kvlab.util.files import number_in, shown
+from kvlab.util.settings import Declared, setting
+from kvlab.workloads import whole_number
 
 __all__ = ["GENERATED_BLOCKS", "MAX_OUTPUT_TOKENS", "SCHEDULERS", "EngineSettings", "engine_setting_names"]
 
@@ -20,51 +24,64 @@ MAX_OUTPUT_TOKENS = 10**7
 UTILIZATION = (1e-9, 1)  # --gpu-memory-utilization: a share of the GPU's memory
 
 
+def _output_tokens(value):
+    number = whole_number(1)(value)
+    if number > MAX_OUTPUT_TOKENS:
+        raise ValueError(
+            f"expected a whole number <= {MAX_OUTPUT_TOKENS} (no model's context is longer), got {shown(value)}"
+        )
+    return number
+
+
 @dataclass(frozen=True, kw_only=True)
-class EngineSettings:
-    """``scheduler``: vLLM v1's (kvlab/simulator/events.py ``Simulator._step``) or SGLang's
-    (``Simulator._step_sglang``);
-    ``max_num_batched_tokens`` and ``max_num_seqs``: a step's token budget and its most requests (8,192 and 256,
-    aisimulate's and vLLM's for online serving on large GPUs: ``vllm/engine/arg_utils.py``
-    ``_set_default_args``); ``chunked_prefill``: a prompt longer than the budget left is cut (vLLM v1 always);
-    ``generated_blocks``: ``keep`` caches a request's full generated blocks when it lets go of them (vLLM hashes
-    every full block), ``drop`` frees them empty (the sequential replay's rule: it caches prompt blocks only);
-    ``output_tokens``: every request's output length (default: the trace's); ``gpu_blocks``/``cpu_blocks``: the
-    tiers in blocks (default: the engine's memory rule; the ``--cpu-tokens`` room)."""
+class EngineSettings(Declared):
+    """The scheduler's and the pool's settings (vLLM's flags of the same names where vLLM has one); the step's
+    budget defaults are aisimulate's and vLLM's for online serving on large GPUs (``vllm/engine/arg_utils.py``
+    ``_set_default_args``)."""
 
-    scheduler: str = "vllm"
-    gpu_blocks: int | None = None
-    cpu_blocks: int | None = None
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    chunked_prefill: bool = True
-    generated_blocks: str = "keep"
-    output_tokens: int | None = None
-    gpu_memory_utilization: float = 0.9
-
-    def __post_init__(self):
-        for name in ("gpu_blocks", "cpu_blocks", "output_tokens", "max_num_batched_tokens", "max_num_seqs"):
-            value = getattr(self, name)
-            low = 0 if name in ("gpu_blocks", "cpu_blocks") else 1
-            if value is not None and (type(value) is not int or value < low):
-                raise SettingError(
-                    f"argument --{name.replace('_', '-')}: expected a whole number >= {low}, got {value!r}"
-                )
-        if self.output_tokens is not None and self.output_tokens > MAX_OUTPUT_TOKENS:
-            raise SettingError(
-                f"argument --output-tokens: expected a whole number <= {MAX_OUTPUT_TOKENS} (no model's context is"
-                f" longer), got {self.output_tokens!r}"
-            )
-        if self.scheduler not in SCHEDULERS:
-            raise SettingError(f"argument --scheduler: must be one of vllm, sglang, got {self.scheduler!r}")
-        if self.generated_blocks not in GENERATED_BLOCKS:
-            raise SettingError(f"argument --generated-blocks: must be one of keep, drop, got {self.generated_blocks!r}")
-        utilization = self.gpu_memory_utilization
-        low, high = UTILIZATION
-        if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not low <= utilization <= high:
-            raise SettingError(
-                f"argument --gpu-memory-utilization: expected a number from {low:g} to {high:g}, got {utilization!r}"
-            )
+    scheduler: str = setting(
+        "vllm",
+        choices=SCHEDULERS,
+        help="vllm: vLLM v1's (mixed steps, the newest running request preempted; default); sglang: SGLang's"
+        " (prefill steps first, decode reserved at admission, the fewest-output request retracted)",
+    )
+    gpu_blocks: int | None = setting(
+        None,
+        convert=whole_number(0),
+        help="the GPU pool in blocks (default: the engine's memory rule for the model and system,"
+        " kvlab/serving/vllm.py; or --gpu-tokens)",
+    )
+    cpu_blocks: int | None = setting(
+        None, convert=whole_number(0), help="the CPU tier in blocks (or --cpu-tokens; default none)"
+    )
+    max_num_batched_tokens: int = setting(
+        8192, convert=whole_number(1), help="a step's token budget (vLLM's flag; default %(default)s)"
+    )
+    max_num_seqs: int = setting(
+        256, convert=whole_number(1), help="the most requests in a step (vLLM's flag; default %(default)s)"
+    )
+    chunked_prefill: bool = setting(
+        True,
+        switch="both",
+        help="cut a prompt longer than the budget left into chunks (default: on, as vLLM v1)",
+    )
+    generated_blocks: str = setting(
+        "keep",
+        choices=GENERATED_BLOCKS,
+        help="keep: a request's full generated blocks stay cached when it lets go (vLLM hashes every full block);"
+        " drop: freed empty, as the sequential replay (default %(default)s)",
+    )
+    output_tokens: int | None = setting(
+        None,
+        convert=_output_tokens,
+        help="every request's output length (default: the trace's output_length; at most"
+        f" {MAX_OUTPUT_TOKENS:,}, kvlab/simulator/settings.py)",
+    )
+    gpu_memory_utilization: float = setting(
+        0.9,
+        convert=number_in(*UTILIZATION, f"a number from {UTILIZATION[0]:g} to {UTILIZATION[1]:g}"),
+        help="the share of GPU memory the engine takes (vLLM's flag; default %(default)s)",
+    )
 
     def check_sequence(self, number, tokens, output):
         """SettingError when request ``number`` (from 1), ``tokens`` of prompt and ``output`` tokens, is longer at its
