@@ -416,7 +416,8 @@ def test_a_ttft_longer_than_any_is_refused(tmp_path):
 
 def test_a_read_only_checkout_and_home_still_compile(tmp_path):
     """numba cannot cache beside read-only code nor in an unwritable HOME ("no locator available", a traceback):
-    kvlab points it at a folder it can write. A user and mount namespace (unshare) makes the copy read-only."""
+    kvlab points it at a folder it can write, from the command and from the Python API alike. A user and mount
+    namespace (unshare) makes the copy read-only."""
     import shutil
 
     copy = tmp_path / "ro"
@@ -426,11 +427,14 @@ def test_a_read_only_checkout_and_home_still_compile(tmp_path):
     script = (
         f"mount --bind {copy} {copy} && mount -o remount,ro,bind {copy} && cd {copy} &&"
         f" HOME={copy} TMPDIR={temporary} {sys.executable} -m kvlab mrc --workload lab --docs 2 --tokens 10"
-        " --block-tokens 4"
+        " --block-tokens 4 && echo &&"
+        f" HOME={copy} TMPDIR={temporary} {sys.executable} -c \"import kvlab;"
+        " print(kvlab.curve(workload='lab', docs=3, tokens=10, block_tokens=4).text)\""
     )
     done = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout)["workload"]["docs"] == 2
+    command, function = map(json.loads, done.stdout.strip().split("\n\n"))
+    assert command["workload"]["docs"] == 2 and function["workload"]["docs"] == 3
     assert list(temporary.glob("kvlab-numba-*"))  # where the kernels went
 
 

@@ -83,4 +83,7 @@ def process_defaults(environ=os.environ):
 def entry():
     """The console script: exit with the command's code."""
     process_defaults()  # before any numpy import
+    from kvlab.util.kernels import writable_cache
+
+    writable_cache()  # before numba is imported
     sys.exit(main())

@@ -22,7 +22,7 @@ import stat
 import sys
 from pathlib import Path
 
-__all__ = ["compiled", "copy_cache", "discard_damaged", "index_file", "kernels"]
+__all__ = ["compiled", "copy_cache", "discard_damaged", "index_file", "kernels", "writable_cache"]
 
 PACKAGE = Path(__file__).parents[1]  # kvlab/
 
@@ -181,3 +181,25 @@ def _pickles(path):
     except (OSError, ValueError):
         return 0
     return count
+
+
+def writable_cache():
+    """numba caches compiled kernels beside the code, else in the user's cache folder; where neither can be
+    written (a read-only checkout and an unwritable HOME) it refuses to compile at all ("cannot cache function:
+    no locator available"). There, point it at a folder that can be written: the user's cache folder, else the
+    temporary one (``NUMBA_CACHE_DIR``; one the user set stays). kvlab's entry points call it before numba is
+    imported: the console script (kvlab/cli/__init__.py ``entry``) and ``kvlab.<function>``'s first use."""
+    import tempfile
+
+    if "NUMBA_CACHE_DIR" in os.environ or os.access(str(PACKAGE), os.W_OK):
+        return
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    temporary = os.path.join(tempfile.gettempdir(), f"kvlab-numba-{os.getuid()}")
+    for folder in (os.path.join(cache, "kvlab-numba"), temporary):
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            os.environ["NUMBA_CACHE_DIR"] = folder
+            return
