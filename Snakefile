@@ -6,14 +6,19 @@
 # `make run` creates); tests/test_workflow.py fails on any other lint.
 
 
-# Every config file Snakemake reads is read as data (kvlab/workflow/config.py): a config.yaml with `__use_yte__: true`
-# would otherwise run code as Snakemake reads it, before any check.
-from kvlab.workflow.config import guard_snakemake
+# config.yaml read as data (kvlab/workflow/config.py: no YTE templating, no alias bomb), where Snakemake's
+# `configfile:` would run a `__use_yte__: true` file's code as it reads it; the values of --configfile and --config
+# (in `config` already) go over it, as they go over a `configfile:`. kvlab run reads those as data too, before
+# Snakemake starts.
+import copy
 
-guard_snakemake()
+from snakemake.utils import update_config
 
+from kvlab.workflow.config import load_workflow_config
 
-configfile: "config.yaml"
+given = copy.deepcopy(config)
+update_config(config, load_workflow_config("config.yaml"))
+update_config(config, given)
 
 
 # `make report` (snakemake --report): this description, then every artifact marked report() with its caption.

@@ -428,7 +428,7 @@ def test_a_read_only_checkout_and_home_still_compile(tmp_path):
         f"mount --bind {copy} {copy} && mount -o remount,ro,bind {copy} && cd {copy} &&"
         f" HOME={copy} TMPDIR={temporary} {sys.executable} -m kvlab mrc --workload lab --docs 2 --tokens 10"
         " --block-tokens 4 && echo &&"
-        f" HOME={copy} TMPDIR={temporary} {sys.executable} -c \"import kvlab;"
+        f' HOME={copy} TMPDIR={temporary} {sys.executable} -c "import kvlab;'
         " print(kvlab.curve(workload='lab', docs=3, tokens=10, block_tokens=4).text)\""
     )
     done = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=HANG_GUARD)

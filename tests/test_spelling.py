@@ -144,7 +144,7 @@ def test_kvlab_config_and_snakemake_read_the_former_keys(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"kvlab: {path}: plans.lab.cpu_gb is deprecated; use cpu_gib\n" in done.stderr
     assert all(line.startswith(f"kvlab: {path}: ") for line in done.stderr.splitlines())
-    assert config_file.snakemake_loader(str(path)) == yaml.safe_load(CONFIG_TEXT)  # Snakemake's configfile
+    assert config_file.load_workflow_config(str(path)) == yaml.safe_load(CONFIG_TEXT)  # the Snakefile's config
 
 
 def test_the_run_that_kvlab_run_starts_says_nothing(tmp_path, capsys, monkeypatch):

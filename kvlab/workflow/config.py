@@ -22,9 +22,9 @@ __all__ = [
     "RENAMED",
     "ConfigFileError",
     "bad_value",
-    "guard_snakemake",
     "load",
     "load_mapping",
+    "load_workflow_config",
     "located",
     "normalise",
     "validate",
@@ -263,22 +263,13 @@ def load_mapping(path):
     return config, root
 
 
-def snakemake_loader(configpath):
-    """Snakemake's ``load_configfile`` as kvlab reads a config: as plain data first, so that YTE templating (code)
-    never runs and an alias bomb never expands; the error is Snakemake's WorkflowError, in one line."""
+def load_workflow_config(path):
+    """The Snakefile's config file read as kvlab reads a config (:func:`load_mapping`: as plain data, so that YTE
+    templating, code, never runs and an alias bomb never expands); the error is Snakemake's WorkflowError, in one
+    line."""
     from snakemake.exceptions import WorkflowError
 
     try:
-        return load_mapping(configpath)[0]
+        return load_mapping(path)[0]
     except ConfigFileError as error:
         raise WorkflowError(str(error)) from None
-
-
-def guard_snakemake():
-    """Route every config file Snakemake reads (the Snakefile's ``configfile:``, each ``--configfile``, a profile's)
-    through :func:`snakemake_loader`. Snakemake 9.27's ``snakemake.common.configfile.load_configfile`` runs YTE for
-    ``__use_yte__: true``; ``snakemake.settings.types`` imported it by name, so both names are replaced."""
-    import snakemake.common.configfile as configfile
-    import snakemake.settings.types as types
-
-    configfile.load_configfile = types.load_configfile = snakemake_loader

@@ -223,13 +223,10 @@ STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def main(argv=None):
-    """``python -m kvlab.workflow.runs SNAKEMAKE-FLAGS``: Snakemake's command line, with every config file it reads
-    checked as data first (kvlab.workflow.config.guard_snakemake)."""
+    """``python -m kvlab.workflow.runs SNAKEMAKE-FLAGS``: Snakemake's command line (kvlab run has read every config
+    file it names as data first)."""
     from snakemake.cli import main as snakemake
 
-    from kvlab.workflow.config import guard_snakemake
-
-    guard_snakemake()
     one_reevaluation()
     marked_before_running()
     snakemake(sys.argv[1:] if argv is None else argv)
