@@ -2,14 +2,11 @@
 budget, hold their blocks while in flight, load from and store to the CPU tier over links with queues, and every
 step is priced by the hardware model. One event loop (vidur's shape: ``vidur/simulator.py``).
 
-The scheduler is vLLM v1's (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``): each step has a budget of
-``max_num_batched_tokens``; the running requests come first, in order, each taking what it still needs (its prompt
-in chunks, then one token per step); when a running request's next blocks do not fit, the newest running request
-is preempted (its blocks freed, its tokens recomputed later; ``self.running.pop()``) until they do; then, if nothing
-was preempted, waiting requests join in arrival order while the budget and ``max_num_seqs`` allow (a preempted
-request waits at the front). A request whose prefix continues on the CPU tier first holds the blocks for it and
-waits for their load (``WAITING_FOR_REMOTE_KVS``), skipped by the queue meanwhile; its prefill starts after the
-load completes. A step's tokens are computed at its end: a request whose every token is computed samples one.
+A scheduler forms each step's batch (``kvlab/simulator/schedulers.py``: vLLM v1's or SGLang's, as the serving engine
+runs); the loop owns the clock, the queues, the pool and the copies. A request whose prefix continues on the CPU tier
+first holds the blocks for it and waits for their load (``WAITING_FOR_REMOTE_KVS``), skipped by the queue meanwhile;
+its prefill starts after the load completes. A step's tokens are computed at its end: a request whose every token is
+computed samples one.
 
 The CPU tier is the write policy's (``kvlab/cache/write_policies.py``, the same code as ``kvlab replay``'s):
 write-through and selective store a request's computed prompt blocks when its prefill completes (vLLM's
@@ -30,10 +27,6 @@ from kvlab.util.errors import KvlabError
 __all__ = ["Simulator", "SimulatorStats", "Request"]
 
 QUEUED_REQUEST_BYTES, QUEUED_BLOCK_BYTES = 300, 36  # a waiting request: its object, and per block its key (an int)
-NEW_TOKEN_RATIO = (0.7, 0.1)  # SGLang's init_new_token_ratio and min_new_token_ratio (global_config.py)
-NEW_TOKEN_RATIO_DECAY = 0.001  # SGLang's new_token_ratio_decay, a decode step
-CLIP_MAX_NEW_TOKENS = 4096  # SGLang's cap on the output a request reserves (schedule_policy.py, its env default)
-RETRACT_DECODE_STEPS = 20  # SGLang's SGLANG_RETRACT_DECODE_STEPS: the decode steps a retraction leaves room for
 MAX_PREEMPTIONS = 1000  # a request preempted this often: the engine thrashes (a real one would stall too)
 GENERATED = "generated"  # a generated block's key: (GENERATED, request, block), never a workload's (an int)
 
@@ -113,6 +106,10 @@ class Request:
         self.client = client
         self.offload = None  # its side of vLLM 0.33's OffloadingConnector (kvlab/simulator/offloading.py), once used
 
+    def decoding(self):
+        """Whether its next step is a decode (every token computed but the last sampled one)."""
+        return self.generated > 0 and self.computed == self.length - 1
+
 
 class SimulatorStats:
     """What the run adds up, and the per-request times (typed arrays: a long trace keeps 8 bytes per figure)."""
@@ -139,8 +136,10 @@ class Simulator:
 
         self.rules = rules if rules is not None else rules_for(NEWEST)  # vLLM's, by --engine-version
         from kvlab.simulator.offloading import OffloadingConnector
+        from kvlab.simulator.schedulers import SCHEDULERS
 
         self.pool = pool
+        self.scheduler = SCHEDULERS[settings.scheduler](self)  # forms each step's batch
         # vLLM 0.33's CPU tier (kvlab/simulator/offloading.py), or a write policy's (``offload``)
         self.connector = offload if isinstance(offload, OffloadingConnector) and offload.capacity else None
         if isinstance(offload, OffloadingConnector):
@@ -161,7 +160,6 @@ class Simulator:
         self.order = 0
         self.loads = 0  # waiting requests whose load is in flight
         self.meter = None  # a kvlab.util.memory.Meter the queue is checked against as it grows
-        self.new_token_ratio = NEW_TOKEN_RATIO[0]  # SGLang's share of a running request's output reserved
         self.links = {"h2d": 0.0, "d2h": 0.0}  # when each link is next free
         self.evicting = self.offload is not None and self.offload.takes_victims
         self.evicted_until = 0.0  # when the copies of what the GPU evicted complete (write-back)
@@ -185,7 +183,7 @@ class Simulator:
         while True:
             self._admit()
             if self.running or self._schedulable():
-                self._step()
+                self.scheduler.step()
                 continue
             upcoming = self._upcoming()
             if upcoming is None:
@@ -280,52 +278,17 @@ class Simulator:
 
     # --- one step (or a run of decode steps at one price) -----------------------------------------------------
 
-    def _step(self):
-        if self.settings.scheduler == "sglang":
-            self._step_sglang()
-            return
-        settings = self.settings
-        budget = settings.max_num_batched_tokens
-        scheduled = []  # (request, tokens this step)
-        preempted = False
-        running, evicting = self.running, self.evicting
-        index = 0
-        while index < len(running) and budget > 0:
-            request = running[index]
-            tokens = min(request.length - request.computed, budget)
-            while not self._allocate(request, request.computed + tokens):
-                victim = running.pop()
-                self._preempt(victim)
-                preempted = True
-                if victim is request:
-                    break
-            else:
-                if evicting:
-                    self._write_back()
-                scheduled.append((request, tokens))
-                budget -= tokens
-                index += 1
-                continue
-            break
-        if not preempted:
-            budget = self._schedule_waiting(scheduled, budget)
-        if not scheduled:
-            if preempted:
-                return  # what it freed lets the next try schedule
-            self._wait()
-            return
-        self._execute(scheduled, preempted)
-
-    def _wait(self):
+    def wait(self):
         """Nothing could be scheduled: on to the next arrival or completed copy (none: the engine is stuck)."""
         upcoming = self._upcoming()
         if upcoming is None:
             raise KvlabError(STUCK)
         self.now = max(self.now, upcoming)
 
-    def _schedule_waiting(self, scheduled, budget, reserve=None):
-        """Waiting requests join in order while the budget and ``max_num_seqs`` allow; with ``reserve`` (SGLang's
-        admission) only while the pool less ``reserve`` blocks also holds the request and its reserved decode."""
+    def schedule_waiting(self, scheduled, budget, admits):
+        """Waiting requests join in order while the budget and ``max_num_seqs`` allow and the scheduler ``admits``
+        them (``admits(request, found)``: its admission rule, ``found`` the lookup of a request that holds no blocks
+        yet)."""
         settings, running, block, connector = self.settings, self.running, self.block, self.connector
         skipped, skipped_holding = [], []  # (vLLM 0.33: those that hold blocks go back to kv_holding_waiting)
         while budget > 0 and len(running) < settings.max_num_seqs:
@@ -366,16 +329,14 @@ class Simulator:
             if not settings.chunked_prefill and tokens > budget:
                 break
             tokens = min(tokens, budget)
-            if reserve is not None and not self._fits_reserved(request, reserve):
+            if not admits(request, found):
                 break
-            if reserve is None and self.rules.full_sequence_admission and not self._fits_whole(request, found):
-                break
-            if not self._allocate(request, computed + tokens):
+            if not self.allocate(request, computed + tokens):
                 break
             if found is not None:
                 self._commit(request, *found)
             elif self.evicting:
-                self._write_back()
+                self.write_back()
             waiting.popleft()
             running.append(request)
             request.joined = True
@@ -437,86 +398,6 @@ class Simulator:
 
     # --- SGLang's scheduler ------------------------------------------------------------------------------------
 
-    def _step_sglang(self):
-        """SGLang's scheduler (``python/sglang/srt/managers/scheduler.py`` ``get_next_batch_to_run``,
-        ``schedule_policy.py`` ``PrefillAdder``): a step is a prefill batch whenever one can run (the chunked
-        request's next chunk first, then waiting requests in order while the budget, ``max_num_seqs`` and the pool
-        less every running request's reserved decode tokens allow: ``new_token_ratio`` x its output still to come),
-        else one decode step of every running request; prefills and decodes never share a step (SGLang's default,
-        no ``--enable-mixed-chunk``). When a decode step's blocks do not fit, the running request with the fewest
-        output tokens (the longest prompt among them) is retracted to the back of the queue (``retract_decode``) and
-        the ratio becomes what the rest have decoded, plus ``RETRACT_DECODE_STEPS`` each, over their outputs
-        (``estimate_new_token_ratio_after_retract``); it decays by ``NEW_TOKEN_RATIO_DECAY`` a decode step to its
-        floor."""
-        budget = self.settings.max_num_batched_tokens
-        running, block = self.running, self.block
-        scheduled = []
-        for request in running:
-            if budget > 0 and not _decoding(request):  # a chunked prefill goes on first
-                tokens = min(request.length - request.computed, budget)
-                if self._allocate(request, request.computed + tokens):
-                    if self.evicting:
-                        self._write_back()
-                    scheduled.append((request, tokens))
-                    budget -= tokens
-        ahead = sum(min(r.output - r.generated, CLIP_MAX_NEW_TOKENS) for r in running)
-        reserve = -(-int(self.new_token_ratio * ahead) // block)
-        self._schedule_waiting(scheduled, budget, reserve)
-        if scheduled:
-            self._execute(scheduled, False)
-            return
-        decoding = [request for request in running if _decoding(request)]
-        if not decoding:
-            self._wait()
-            return
-        retracted = False
-        while decoding and self._decode_blocks(decoding) > self.pool.available:
-            victim = min(decoding, key=lambda request: (request.generated, -request.tokens, -request.number))
-            decoding.remove(victim)
-            running.remove(victim)
-            self._preempt(victim, front=False)
-            retracted = True
-        if retracted:  # SGLang's estimate_new_token_ratio_after_retract over the requests that go on decoding
-            decoded = sum(request.generated for request in decoding) + RETRACT_DECODE_STEPS * len(decoding)
-            outputs = sum(request.output for request in decoding)
-            self.new_token_ratio = min(1.0, decoded / (outputs + 1)) if decoding else NEW_TOKEN_RATIO[0]
-        for request in decoding:
-            self._allocate(request, request.computed + 1)
-        if self.evicting:
-            self._write_back()
-        if decoding:
-            steps = self._execute([(request, 1) for request in decoding], retracted)
-            self.new_token_ratio = max(NEW_TOKEN_RATIO[1], self.new_token_ratio - NEW_TOKEN_RATIO_DECAY * steps)
-
-    def _decode_blocks(self, decoding):
-        """The blocks one decode step of ``decoding`` takes beyond what they hold."""
-        block = self.block
-        return sum(
-            1 for request in decoding if -(-(request.computed + 1) // block) > len(request.held) + request.anonymous
-        )
-
-    def _fits_reserved(self, request, reserve):
-        """SGLang's admission (``PrefillAdder.add_one_req``, ``_select_prefill_admission``): the blocks the whole
-        request takes beyond what it holds (a loaded prefix; a cached one counts on both sides), its whole prompt and
-        its output but the last token, which is never stored (capped at ``CLIP_MAX_NEW_TOKENS``), fit in the pool
-        less ``reserve``, even when only a chunk of it runs now. SGLang's page of overhead a request is left out, so
-        that a request as long as the pool is served; a chunk that goes on (``add_chunked_req``) only has to fit."""
-        ahead = min(request.output - request.generated - 1, CLIP_MAX_NEW_TOKENS)
-        more = -(-(request.length + ahead) // self.block) - len(request.held) - request.anonymous
-        return more <= self.pool.available - reserve
-
-    def _fits_whole(self, request, found):
-        """vLLM's admission from 0.24 (``scheduler_reserve_full_isl``; ``KVCacheManager.allocate_slots`` with
-        ``full_sequence_must_fit``, ``vllm/v1/core/kv_cache_manager.py:531``; ``get_num_blocks_to_allocate``,
-        ``single_type_kv_cache_manager.py:176``): the blocks its whole sequence so far takes beyond what it holds fit
-        in the free ones, a hit on a free cached block counted as taken (it leaves the free queue)."""
-        whole = -(-request.length // self.block)
-        if found is None:  # it holds its blocks (a load completed): only the new ones count
-            return whole - len(request.held) - request.anonymous <= self.pool.available
-        keys, gpu_end, _ = found
-        hit = keys[:gpu_end]
-        return self.pool.needed(hit, whole - gpu_end) <= self.pool.available
-
     def _lookup_keys(self, request):
         """The keys a lookup walks: the prompt's full blocks, then its generated ones where they are kept."""
         keys = request.keys
@@ -548,7 +429,7 @@ class Simulator:
                 offload.cpu.refresh_all(keys[cpu_end - 1 : gpu_end - 1 if gpu_end else None : -1], block)
             offload.cpu_before(Blocks(request.keys, len(request.keys) * block, block, False), gpu_end, cpu_end)
             if cpu_end == gpu_end:  # (a load's victims wait for its prefill's: one of them may come back)
-                self._write_back()  # what its blocks evicted: after its own copies left the CPU, as kvlab replay
+                self.write_back()  # what its blocks evicted: after its own copies left the CPU, as kvlab replay
         request.lookup = gpu_end, cpu_end
         length = request.length
         found = min(cpu_end * block, length)
@@ -577,7 +458,7 @@ class Simulator:
         request.anonymous += anonymous
         return True
 
-    def _allocate(self, request, tokens):
+    def allocate(self, request, tokens):
         """The blocks for its first ``tokens`` tokens held; False where they do not fit. A block is keyed (found by a
         lookup, cached when let go of) once these tokens fill it, as vLLM caches a block when the step that fills it
         is scheduled (``KVCacheManager.allocate_slots`` caches ``min(computed + new, num_tokens)`` tokens' full
@@ -617,7 +498,7 @@ class Simulator:
         self.stats.copied[link] += blocks
         return start + seconds
 
-    def _write_back(self):
+    def write_back(self):
         """What the GPU evicted goes to the CPU (write-back), its copy queued; the evicting step waits for it."""
         victims = self.pool.victims
         if not victims:
@@ -646,7 +527,7 @@ class Simulator:
         request.storing += 1
         self._push(done, "stored", (request, blocks, (gpu_end, cpu_end), order))
 
-    def _preempt(self, request, front=True):
+    def preempt(self, request, front=True):
         """Free its blocks (tail first) and send it to the front of the queue (SGLang's retraction: the back); its
         tokens are computed again."""
         self._release(request)
@@ -678,7 +559,7 @@ class Simulator:
         request.held = []
         request.anonymous = 0
 
-    def _execute(self, scheduled, preempted):
+    def execute(self, scheduled, preempted):
         if self.connector is not None:
             self._offload_step(scheduled)
         cost = self.cost
@@ -686,7 +567,7 @@ class Simulator:
         prefill_ms = 0.0
         decodes = context = 0
         for request, tokens in scheduled:
-            if tokens == 1 and not request.joined and _decoding(request):
+            if tokens == 1 and not request.joined and request.decoding():
                 decodes += 1
                 context += request.length
             else:
@@ -704,9 +585,9 @@ class Simulator:
         for request, tokens in scheduled:
             before = request.computed
             if run:  # a run of decode steps: the blocks of all of them now (nothing looks in between)
-                self._allocate(request, before + steps)
+                self.allocate(request, before + steps)
                 if evicting:
-                    self._write_back()
+                    self.write_back()
                 tokens = steps
             computed = request.computed = before + tokens
             if computed < request.length:
@@ -801,8 +682,3 @@ class Simulator:
     def _finished_client(self, request):
         if self.closed:
             self._issue(self.now, request.client)
-
-
-def _decoding(request):
-    """Whether its next step is a decode (every token computed but the last sampled one)."""
-    return request.generated > 0 and request.computed == request.length - 1

@@ -731,7 +731,7 @@ def _hold(S, R, P, arena, SCR, slot, end, anonymous):
 
 @njit(cache=True)
 def _allocate(S, R, P, arena, SCR, slot, tokens):
-    """``Simulator._allocate``: the blocks of its first ``tokens`` tokens, those they fill keyed."""
+    """``Simulator.allocate``: the blocks of its first ``tokens`` tokens, those they fill keyed."""
     block = S[BLOCK]
     blocks = (tokens + block - 1) // block
     held, anonymous = R[slot, R_HELD], R[slot, R_ANON]
@@ -750,7 +750,7 @@ def _allocate(S, R, P, arena, SCR, slot, tokens):
 
 @njit(cache=True)
 def _preempt(S, R, P, arena, W, EVI, KB, SCR, slot):
-    """``Simulator._preempt``: its blocks freed, back to the front of the queue; its tokens computed again."""
+    """``Simulator.preempt``: its blocks freed, back to the front of the queue; its tokens computed again."""
     _release(S, R, P, arena, EVI, KB, SCR, slot)
     R[slot, R_COMPUTED] = 0
     R[slot, R_LGPU] = NONE
@@ -771,7 +771,7 @@ def _decoding(R, slot):
 
 @njit(cache=True)
 def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFREE, KB, copy_ms, SCR, SCH):
-    """``Simulator._step`` (vLLM v1): the running requests first, the newest preempted when blocks run out, then the
+    """``VLLMScheduler.step`` (vLLM v1): the running requests first, the newest preempted when blocks run out, then the
     waiting ones; the step left for :func:`run` to execute (``S[PHASE]`` 1), or, with nothing to run, the clock moved
     on."""
     budget = S[MAX_BATCHED]
@@ -806,7 +806,7 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
     if n == 0:
         if preempted:
             return DONE
-        upcoming = _upcoming(S, EVF, H, fed_arrival)  # Simulator._wait
+        upcoming = _upcoming(S, EVF, H, fed_arrival)  # Simulator.wait
         if upcoming < 0:
             return STUCK
         if upcoming > F[NOW]:
@@ -871,7 +871,7 @@ def _schedule_waiting(
     S, F, R, RF, P, C, arena, W, RUN, SKIP, EVF, EVI, H, EVFREE,
     copy_ms, SCR, SCH, n, budget,
 ):  # fmt: skip
-    """``Simulator._schedule_waiting`` (vLLM's: no reserve)."""
+    """``Simulator.schedule_waiting`` (vLLM's: no reserve)."""
     block = S[BLOCK]
     skipped = 0
     while S[W_N] and budget > 0 and S[RUN_N] < S[MAX_SEQS]:
@@ -912,7 +912,7 @@ def _schedule_waiting(
             break
         if tokens > budget:
             tokens = budget
-        if S[WHOLE]:  # Simulator._fits_whole
+        if S[WHOLE]:  # VLLMScheduler.admits
             need = (length + block - 1) // block
             if found:
                 count = _lookup_ids(R, arena, S[ARENA_BASE], slot, 0, gpu_end, SCR)
@@ -953,7 +953,7 @@ def _execute(
     S, F, R, RF, P, C, arena, fed_arrival, RUN, FREE, EVF, EVI,
     H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q,
 ):  # fmt: skip
-    """``Simulator._execute``: the step priced (or, with a price missing, the queries in ``Q`` and NEED_PRICES), its
+    """``Simulator.execute``: the step priced (or, with a price missing, the queries in ``Q`` and NEED_PRICES), its
     tokens computed at its end, its stores queued, its finished requests done."""
     n = S[N_SCHED]
     # the prices first, changing nothing: what is missing goes to the driver
