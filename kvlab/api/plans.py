@@ -3,10 +3,10 @@
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
 
 from kvlab.api.common import (
-    _choice,
     _exclusive,
     _flag,
     _frame,
@@ -21,10 +21,142 @@ from kvlab.api.common import (
     compile_notice,
     workload_of,
 )
+from kvlab.cache.costs import WINDOW_RULES
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.serving import OFFLOADING
+from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.util.errors import SettingError
 from kvlab.util.files import dump_json
+from kvlab.util.settings import Declared, setting
+from kvlab.workloads import whole_number
 
 DEFAULT_GPUS_PER_NODE = 8  # the node --cpu-gib-per-node is divided over without --gpu-system
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanSettings(Declared):
+    """A plan's settings at one point of its grid (``kvlab plan``'s flags and ``kvlab.plan``'s keywords, declared
+    once: kvlab/util/settings.py); ``grid`` marks a flag that takes a list of values (a grid, also the API's for
+    the rooms), ``exclusive`` the flags of which one at most is given (and one must be, where it says so)."""
+
+    tp: int = setting(
+        1, convert=whole_number(1, 2**20), group="model", help="tensor-parallel degree (default 1); rooms are per GPU"
+    )
+    kv_dtype: str = setting(
+        "auto",
+        choices=tuple(KV_DTYPES),
+        group="model",
+        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
+    )
+    chunk_tokens: int | None = setting(
+        None,
+        convert=whole_number(1),
+        group="cache",
+        help="tokens per chunk (default 256, LMCache's; mooncake: 512 or a multiple of it)",
+    )
+    partial_blocks: str = setting(
+        "drop",
+        choices=PARTIAL_BLOCKS,
+        group="cache",
+        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
+    )
+    eviction_order: str = setting(
+        "tail-first",
+        choices=EVICTION_ORDERS,
+        group="cache",
+        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
+        " head first",
+    )
+    gpu_tokens: int | None = setting(
+        None,
+        convert=whole_number(0),
+        group="cache",
+        exclusive=("gpu", True),
+        metavar="GPU_TOKENS",
+        help="the GPU's KV room in tokens (vLLM's figure)",
+    )
+    gpu_gib: Decimal | None = setting(
+        None,
+        convert=decimal_gib,
+        group="cache",
+        exclusive=("gpu", True),
+        renamed="--gpu-gb",
+        metavar="GPU_GIB",
+        help=f"the GPU's KV room in GiB (2**30 bytes; at most {MAX_GIB})",
+    )
+    cpu_gib: Decimal | None = setting(
+        None,
+        convert=decimal_gib,
+        group="cache",
+        exclusive=("cpu", False),
+        grid="GiB amounts",
+        renamed="--cpu-gb",
+        metavar="CPU_GIB",
+        help=f"CPU offload budget per GPU in GiB (2**30 bytes; default 0, at most {MAX_GIB}); a comma-separated list"
+        " of distinct budgets plans each (a JSON array, in order)",
+    )
+    cpu_gib_per_node: Decimal | None = setting(
+        None,
+        convert=decimal_gib,
+        group="cache",
+        exclusive=("cpu", False),
+        grid="GiB amounts",
+        renamed="--cpu-gb-per-node",
+        metavar="AMOUNT[,AMOUNT...]",
+        help="instead: the node's host memory for the KV cache in GiB, divided over the instance's ranks on the node"
+        " (per GPU: AMOUNT / min(tp, GPUs per node), as each engine sizes its CPU cache per rank); GPUs per node:"
+        f" --gpu-system's, else {DEFAULT_GPUS_PER_NODE}",
+    )
+    disk_gib: Decimal | None = setting(
+        None,
+        convert=decimal_gib,
+        group="cache",
+        exclusive=("disk", False),
+        grid="GiB amounts",
+        renamed="--disk-gb",
+        metavar="DISK_GIB",
+        help="a disk (or remote) tier below the CPU, per GPU in GiB (2**30 bytes), written through with every block"
+        " neither tier above served (kvlab/cache/tiers.py); a comma-separated list plans each",
+    )
+    disk_tokens: int | None = setting(
+        None,
+        convert=whole_number(0),
+        group="cache",
+        exclusive=("disk", False),
+        metavar="DISK_TOKENS",
+        help="instead: the disk tier's room in tokens",
+    )
+    write_policy: str = setting(
+        "write-through",
+        choices=tuple(WRITE_POLICIES),
+        group="cache",
+        help="how the CPU tier is filled (default write-through: exact curve; others: bisection over replays)",
+    )
+    target_hit_ratio: float | None = setting(
+        None,
+        convert=_ratio,
+        help="also the smallest CPU budget for this token hit ratio over the whole workload (0..1)",
+    )
+    engine: str | None = setting(
+        None,
+        choices=OFFLOADING,
+        help="also the settings to paste into this engine for the CPU budget, and the host memory it allocates",
+    )
+    window_rule: str | None = setting(
+        None,
+        choices=WINDOW_RULES,
+        help="what a sliding-window layer stores: all-layers (LMCache: every token) or in-window (vLLM's hybrid"
+        " allocator: only the last window of each request; budgets by bisection over replays); default in-window"
+        " with --engine vllm, else all-layers",
+    )
+
+    def check(self):
+        _exclusive(vars(self), "gpu_tokens", "gpu_gib")
+        if self.disk_gib is not None and self.disk_tokens is not None:
+            raise SettingError("argument --disk-tokens: not allowed with argument --disk-gib")
+        if self.cpu_gib is not None and self.cpu_gib_per_node is not None:
+            raise SettingError("argument --cpu-gib-per-node: not allowed with argument --cpu-gib")
 
 
 @dataclass(frozen=True)
@@ -172,40 +304,14 @@ def plan_setting(
 
 
 def _plan(*, workload, model_config, max_memory, models, load, **settings):
-    from kvlab.cache.costs import WINDOW_RULES
-    from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
-    from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.curves.mrc import FOOTPRINT
     from kvlab.latency.hardware import no_disk_pricing
-    from kvlab.serving import ENGINES, OFFLOADING
+    from kvlab.serving import ENGINES
     from kvlab.sizing import plan as planner
-    from kvlab.sizing.model_size import KV_DTYPES, decimal_gib
-    from kvlab.workloads import whole_number
 
     hardware = {key: settings.pop(key) for key in HARDWARE_SETTINGS}
     options = {key: settings.pop(key) for key in list(settings) if key not in PLAN_SETTINGS}
-    checked = {
-        "tp": _setting("tp", whole_number(1, 2**20), settings["tp"]),
-        "kv_dtype": _choice("kv_dtype", settings["kv_dtype"], tuple(KV_DTYPES)),
-        "chunk_tokens": _setting("chunk_tokens", whole_number(1), settings["chunk_tokens"]),
-        "partial_blocks": _choice("partial_blocks", settings["partial_blocks"], PARTIAL_BLOCKS),
-        "eviction_order": _choice("eviction_order", settings["eviction_order"], EVICTION_ORDERS),
-        "gpu_tokens": _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"]),
-        "gpu_gib": _setting("gpu_gib", decimal_gib, settings["gpu_gib"]),
-        "cpu_gib": _setting("cpu_gib", decimal_gib, settings["cpu_gib"]),
-        "cpu_gib_per_node": _setting("cpu_gib_per_node", decimal_gib, settings["cpu_gib_per_node"]),
-        "disk_gib": _setting("disk_gib", decimal_gib, settings["disk_gib"]),
-        "disk_tokens": _setting("disk_tokens", whole_number(0), settings["disk_tokens"]),
-        "write_policy": _choice("write_policy", settings["write_policy"], tuple(WRITE_POLICIES)),
-        "target_hit_ratio": _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"]),
-        "engine": _choice("engine", settings["engine"], OFFLOADING),
-        "window_rule": _choice("window_rule", settings["window_rule"], WINDOW_RULES),
-    }
-    _exclusive(checked, "gpu_tokens", "gpu_gib")
-    if checked["disk_gib"] is not None and checked["disk_tokens"] is not None:
-        raise SettingError("argument --disk-tokens: not allowed with argument --disk-gib")
-    if checked["cpu_gib"] is not None and checked["cpu_gib_per_node"] is not None:
-        raise SettingError("argument --cpu-gib-per-node: not allowed with argument --cpu-gib")
+    checked = dict(vars(PlanSettings(**settings)))
     hardware = _hardware(hardware, checked["engine"])
     node = None
     if checked["cpu_gib_per_node"] is not None:
@@ -438,22 +544,4 @@ def disk_note(disk_tokens):
     )
 
 
-PLAN_SETTINGS = (
-    "gpu_tokens",
-    "gpu_gib",
-    "cpu_gib",
-    "cpu_gib_per_node",
-    "disk_gib",
-    "disk_tokens",
-    "tp",
-    "kv_dtype",
-    "chunk_tokens",
-    "partial_blocks",
-    "eviction_order",
-    "write_policy",
-    "target_hit_ratio",
-    "engine",
-    "window_rule",
-    "load",
-    *HARDWARE_SETTINGS,
-)
+PLAN_SETTINGS = (*(found.name for found in fields(PlanSettings)), "load", *HARDWARE_SETTINGS)

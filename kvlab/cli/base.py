@@ -125,31 +125,53 @@ def argument(convert):
     return parse
 
 
-def add_arguments(group, settings, skip=(), optional=False, helps=None):
-    """A flag in ``group`` (a parser or an argument group) for every declared field of the dataclass ``settings`` but
-    ``skip``: a field without a default is required unless ``optional``; ``helps`` replaces a flag's help."""
+def add_arguments(parser, settings, skip=(), optional=False, helps=None, grid=False, defaults=None, groups=None):
+    """The flags of every declared field of the dataclass ``settings`` (kvlab/util/settings.py) but ``skip``: in
+    ``parser`` (a parser or an argument group), or in the argument group its declaration names (``groups``' by its
+    title, else made in ``parser``);
+    a field without a default is required unless ``optional``; ``helps`` and ``defaults`` replace a flag's help and
+    default; with ``grid``, a field the declaration marks takes a comma-separated list. The one place a flag of a
+    declared setting is made."""
+    groups, exclusive = dict(groups or {}), {}
     for found in fields(settings):
         name, metadata = found.name, found.metadata
         if name in skip or not metadata:
             continue
+        target = parser
+        if metadata["group"] is not None:
+            if metadata["group"] not in groups:
+                groups[metadata["group"]] = parser.add_argument_group(metadata["group"])
+            target = groups[metadata["group"]]
+        if metadata["exclusive"] is not None:
+            key, required = metadata["exclusive"]
+            if key not in exclusive:
+                exclusive[key] = target.add_mutually_exclusive_group(required=required and not optional)
+            target = exclusive[key]
         help_text = (helps or {}).get(name, metadata["help"])
         if metadata["switch"] == "on":
-            group.add_argument(flag(name), action="store_true", help=help_text)
+            target.add_argument(flag(name), action="store_true", help=help_text)
             continue
         if metadata["switch"] == "both":
-            group.add_argument(flag(name), action=argparse.BooleanOptionalAction, default=found.default, help=help_text)
+            target.add_argument(
+                flag(name), action=argparse.BooleanOptionalAction, default=found.default, help=help_text
+            )
             continue
         missing = found.default is MISSING
         choices, convert = metadata["choices"], metadata["convert"]
-        group.add_argument(
+        if convert is not None:
+            convert = listing(convert, metadata["grid"]) if grid and metadata["grid"] else argument(convert)
+        default = (defaults or {}).get(name, None if missing else found.default)
+        target.add_argument(
             flag(name),
-            required=missing and not optional,
-            default=None if missing else found.default,
+            required=missing and not optional and metadata["exclusive"] is None,
+            default=default,
             choices=choices,
-            type=None if convert is None else argument(convert),
-            metavar=None if choices else name.upper(),
+            type=convert,
+            metavar=metadata["metavar"] or (None if choices else name.upper()),
             help=help_text,
         )
+        if metadata["renamed"] is not None:
+            deprecated(parser, metadata["renamed"], flag(name))
 
 
 def input_file(given):
