@@ -24,6 +24,7 @@ from kvlab.api.common import (
 from kvlab.cache.costs import WINDOW_RULES
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.latency.hardware import HardwareSettings
 from kvlab.serving import OFFLOADING
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.util.errors import SettingError
@@ -377,23 +378,8 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
 # --- the hardware's TTFT (kvlab/latency/hardware.py) and the node's budget ------------------------------------
 
 
-# HardwareSettings' fields but the plan's own (model_config, engine, tp, kv_dtype), in its order
-HARDWARE_SETTINGS = (  # tests/test_plan_ttft.py holds it to HardwareSettings' fields (named here: no import)
-    "gpu_system",
-    "engine_version",
-    "latency_source",
-    "efficiency",
-    "memory_efficiency",
-    "overhead_ms",
-    "link_gbps",
-    "copy_us",
-    "link_latency_ms",
-    "layerwise",
-    "all_reduce",
-    "disk_medium",
-    "disk_gbps",
-    "disk_us",
-)
+HARDWARE_OWN = ("model_config", "engine", "tp", "kv_dtype")  # the hardware's settings that are the plan's own
+HARDWARE_SETTINGS = tuple(found.name for found in fields(HardwareSettings) if found.name not in HARDWARE_OWN)
 
 
 def _hardware(given, engine):

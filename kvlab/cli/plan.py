@@ -15,7 +15,6 @@ from kvlab.latency.hardware import HardwareSettings
 from kvlab.sizing.model_size import decimal_gib
 
 FORMATS = ("json", "table")
-HARDWARE_OWN = ("model_config", "engine", "tp", "kv_dtype")  # the hardware's settings that are plan's own flags
 
 
 def add_plan_arguments(parser, grid=False):
@@ -59,7 +58,7 @@ def build_parser(prog):
     declared = {found.name: found.metadata["help"] for found in fields(HardwareSettings)}
     gpu_system = "also the predicted TTFT per round on this system (with --engine): " + declared["gpu_system"]
     gpu_system += "; its GPUs per node divide --cpu-gib-per-node"
-    add_hardware_arguments(parser, skip=HARDWARE_OWN, optional=True, helps={"gpu_system": gpu_system})
+    add_hardware_arguments(parser, skip=plans.HARDWARE_OWN, optional=True, helps={"gpu_system": gpu_system})
     add_memory_argument(parser)
     return parser
 
