@@ -1,6 +1,7 @@
 """``kvlab.plan``: a CPU offload budget for a workload and a model (what ``kvlab plan`` prints)."""
 
 import functools
+import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -41,34 +42,6 @@ class PlanSettings(Declared):
     once: kvlab/util/settings.py); ``grid`` marks a flag that takes a list of values (a grid, also the API's for
     the rooms), ``exclusive`` the flags of which one at most is given (and one must be, where it says so)."""
 
-    tp: int = setting(
-        1, convert=whole_number(1, 2**20), group="model", help="tensor-parallel degree (default 1); rooms are per GPU"
-    )
-    kv_dtype: str = setting(
-        "auto",
-        choices=tuple(KV_DTYPES),
-        group="model",
-        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
-    )
-    chunk_tokens: int | None = setting(
-        None,
-        convert=whole_number(1),
-        group="cache",
-        help="tokens per chunk (default 256, LMCache's; mooncake: 512 or a multiple of it)",
-    )
-    partial_blocks: str = setting(
-        "drop",
-        choices=PARTIAL_BLOCKS,
-        group="cache",
-        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
-    )
-    eviction_order: str = setting(
-        "tail-first",
-        choices=EVICTION_ORDERS,
-        group="cache",
-        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
-        " head first",
-    )
     gpu_tokens: int | None = setting(
         None,
         convert=whole_number(0),
@@ -127,6 +100,34 @@ class PlanSettings(Declared):
         exclusive=("disk", False),
         metavar="DISK_TOKENS",
         help="instead: the disk tier's room in tokens",
+    )
+    tp: int = setting(
+        1, convert=whole_number(1, 2**20), group="model", help="tensor-parallel degree (default 1); rooms are per GPU"
+    )
+    kv_dtype: str = setting(
+        "auto",
+        choices=tuple(KV_DTYPES),
+        group="model",
+        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
+    )
+    chunk_tokens: int | None = setting(
+        None,
+        convert=whole_number(1),
+        group="cache",
+        help="tokens per chunk (default 256, LMCache's; mooncake: 512 or a multiple of it)",
+    )
+    partial_blocks: str = setting(
+        "drop",
+        choices=PARTIAL_BLOCKS,
+        group="cache",
+        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
+    )
+    eviction_order: str = setting(
+        "tail-first",
+        choices=EVICTION_ORDERS,
+        group="cache",
+        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
+        " head first",
     )
     write_policy: str = setting(
         "write-through",
@@ -221,56 +222,21 @@ class Plan(_Result):
         return _frame([{key: row.get(key) for key in columns} for row in rows], columns)
 
 
-def plan(
-    *,
-    workload,
-    model_config,
-    gpu_tokens=None,
-    gpu_gib=None,
-    cpu_gib=None,
-    cpu_gib_per_node=None,
-    disk_gib=None,
-    disk_tokens=None,
-    tp=1,
-    kv_dtype="auto",
-    chunk_tokens=None,
-    partial_blocks="drop",
-    eviction_order="tail-first",
-    write_policy="write-through",
-    target_hit_ratio=None,
-    engine=None,
-    window_rule=None,
-    gpu_system=None,
-    engine_version=None,
-    latency_source=None,
-    efficiency=None,
-    memory_efficiency=None,
-    overhead_ms=None,
-    link_gbps=None,
-    copy_us=None,
-    link_latency_ms=None,
-    layerwise=False,
-    all_reduce=None,
-    disk_medium=None,
-    disk_gbps=None,
-    disk_us=None,
-    load=None,
-    max_memory=None,
-    **options,
-):
+def plan(*, workload, model_config, load=None, max_memory=None, **settings):
     """A CPU offload budget for ``workload`` served by the model of ``model_config`` (a Hugging Face config.json):
     the tokens served from GPU, from CPU and recomputed per round, and the GiB full reuse (or ``target_hit_ratio``)
-    takes; ``kvlab plan``'s flags, one of ``gpu_tokens`` and ``gpu_gib``. ``cpu_gib`` is per GPU (default 0), or
-    ``cpu_gib_per_node``, the node's, is divided over the instance's ranks on a node (min(tp, GPUs per node): the
-    ``gpu_system``'s, else 8). With ``gpu_system`` (and ``engine``) the plan also prices each round's TTFT
-    (:class:`kvlab.latency.hardware.HardwareSettings`' keywords; None: its default). A :class:`Plan`, or a
+    takes; ``kvlab plan``'s flags (:class:`PlanSettings`), one of ``gpu_tokens`` and ``gpu_gib``. ``cpu_gib`` is per
+    GPU (default 0), or ``cpu_gib_per_node``, the node's, is divided over the instance's ranks on a node (min(tp, GPUs
+    per node): the ``gpu_system``'s, else 8). With ``gpu_system`` (and ``engine``) the plan also prices each round's
+    TTFT (:class:`kvlab.latency.hardware.HardwareSettings`' keywords; None: its default). A :class:`Plan`, or a
     :class:`Grid` of them where ``gpu_tokens``, ``gpu_gib``, ``cpu_gib`` or ``cpu_gib_per_node`` is a list. With
     ``load`` (``"speedup=S"``, ``"rate=R"`` or ``"clients=N"``: ``kvlab simulate``'s arrivals) each plan also
-    gives the TTFT percentiles and the throughput under that load (``kvlab.simulate`` at the plan's rooms)."""
-    settings = dict(locals())
-    settings.update(settings.pop("options"))
+    gives the TTFT percentiles and the throughput under that load (``kvlab.simulate`` at the plan's rooms); the
+    workload's options are keywords too."""
+    given = {**DEFAULTS, **settings, "workload": workload, "model_config": model_config}
+    given |= {"load": load, "max_memory": max_memory}
     priced = functools.partial(_plan, models={})  # one hardware model for every point of a grid
-    return _grid(priced, settings, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node", "disk_gib", "disk_tokens"))
+    return _grid(priced, given, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node", "disk_gib", "disk_tokens"))
 
 
 def plan_setting(
@@ -380,6 +346,9 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
 
 HARDWARE_OWN = ("model_config", "engine", "tp", "kv_dtype")  # the hardware's settings that are the plan's own
 HARDWARE_SETTINGS = tuple(found.name for found in fields(HardwareSettings) if found.name not in HARDWARE_OWN)
+# kvlab.plan's keywords and defaults, from the declarations: the plan's own, then the hardware's (None: not given)
+DEFAULTS = {found.name: found.default for found in fields(PlanSettings)}
+DEFAULTS |= {name: False if name == "layerwise" else None for name in HARDWARE_SETTINGS}
 
 
 def _hardware(given, engine):
@@ -531,3 +500,16 @@ def disk_note(disk_tokens):
 
 
 PLAN_SETTINGS = (*(found.name for found in fields(PlanSettings)), "load", *HARDWARE_SETTINGS)
+
+
+def _signature():
+    """kvlab.plan's signature as its declarations give it (what ``help(kvlab.plan)`` shows)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter(name, keyword) for name in ("workload", "model_config")]
+    parameters += [inspect.Parameter(name, keyword, default=value) for name, value in DEFAULTS.items()]
+    parameters += [inspect.Parameter(name, keyword, default=None) for name in ("load", "max_memory")]
+    parameters.append(inspect.Parameter("options", inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(parameters)
+
+
+plan.__signature__ = _signature()
