@@ -156,12 +156,14 @@ def test_bad_disk_settings_are_one_line(args, words):
     assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-def test_disk_eviction_opt_is_refused_by_the_api():
+def test_disk_eviction_opt_is_refused_by_the_api_in_the_commands_words():
     from kvlab import api
-    from kvlab.util.errors import KvlabError
+    from kvlab.util.errors import SettingError
 
-    with pytest.raises(KvlabError, match="online policy"):
+    with pytest.raises(SettingError) as refused:
         api.replay(workload="lab", gpu_tokens=100, disk_tokens=100, disk_eviction="opt")
+    done = kvlab("replay", "--workload", "lab", "--gpu-tokens", "100", "--disk-tokens", "100", "--disk-eviction", "opt")
+    assert done.stderr == f"kvlab replay: error: {refused.value}\n" and "invalid choice: 'opt'" in str(refused.value)
 
 
 @pytest.mark.parametrize("policy", ["write-through", "write-back"])

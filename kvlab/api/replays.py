@@ -1,21 +1,121 @@
 """``kvlab.replay``: a workload through a GPU + CPU prefix cache of KV blocks (what ``kvlab replay`` prints)."""
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from kvlab.api.common import (
-    _choice,
     _flag,
     _frame,
     _grid,
     _meter,
     _Result,
-    _setting,
-    _switch,
     workload_of,
 )
+from kvlab.cache.eviction import EVICTION_POLICIES
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.serving import SERVERS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
+from kvlab.util.settings import Declared, setting
+from kvlab.workloads import whole_number
+
+ONLINE = tuple(name for name, policy in EVICTION_POLICIES.items() if not policy.offline)  # a disk tier's
+CACHE_GROUP = "cache"
+SERVER_GROUP = "a server's own design (instead of the write and eviction policies)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaySettings(Declared):
+    """A replay's settings at one point of its grid: the cache's (:class:`kvlab.cache.interface.CacheSettings`, which
+    checks how they go together), or a server's own design (``kvlab replay``'s flags and ``kvlab.replay``'s keywords,
+    declared once: kvlab/util/settings.py)."""
+
+    gpu_tokens: int = setting(convert=whole_number(0), group=CACHE_GROUP, help="GPU room in tokens")
+    cpu_tokens: int = setting(
+        0, convert=whole_number(0), group=CACHE_GROUP, help="CPU room in tokens; 0 = no CPU tier (default)"
+    )
+    block_tokens: int | None = setting(
+        None,
+        convert=whole_number(1),
+        group=CACHE_GROUP,
+        help="tokens per block (default: the workload's: 256, LMCache's chunk; mooncake: 512, the trace's, a multiple"
+        " of it or a divisor, as 64)",
+    )
+    partial_blocks: str = setting(
+        "drop",
+        choices=PARTIAL_BLOCKS,
+        group=CACHE_GROUP,
+        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
+    )
+    eviction_order: str = setting(
+        "tail-first",
+        choices=EVICTION_ORDERS,
+        group=CACHE_GROUP,
+        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
+        " head first",
+    )
+    write_policy: str = setting(
+        "write-through",
+        choices=tuple(WRITE_POLICIES),
+        group=CACHE_GROUP,
+        help="how the CPU tier is filled (default %(default)s, the lab's rule)",
+    )
+    gpu_eviction: str = setting(
+        "lru",
+        choices=tuple(EVICTION_POLICIES),
+        group=CACHE_GROUP,
+        help="eviction policy of the GPU tier (default %(default)s; opt: Belady's offline optimum)",
+    )
+    cpu_eviction: str = setting(
+        "lru",
+        choices=tuple(EVICTION_POLICIES),
+        group=CACHE_GROUP,
+        help="eviction policy of the CPU tier (default %(default)s; opt: Belady's offline optimum)",
+    )
+    touch_cpu_on_gpu_hit: bool = setting(
+        False,
+        switch="on",
+        group=CACHE_GROUP,
+        help="write-through only: a GPU hit also refreshes the block's CPU copy (LMCache's lookup)",
+    )
+    re_store_on_gpu_hit: bool = setting(
+        False,
+        switch="on",
+        group=CACHE_GROUP,
+        help="write-through only: a GPU-hit block whose CPU copy was evicted is stored on the CPU again (LMCache)",
+    )
+    disk_tokens: int = setting(
+        0,
+        convert=whole_number(0),
+        group=CACHE_GROUP,
+        help="room of a disk (or remote) tier below the CPU, in tokens, written through with every block neither tier"
+        " above served; 0 = none (default)",
+    )
+    disk_eviction: str = setting(
+        "lru",
+        choices=ONLINE,
+        group=CACHE_GROUP,
+        help="eviction policy of the disk tier (default %(default)s, LMCache's local disk)",
+    )
+    server: str | None = setting(
+        None,
+        choices=SERVERS,
+        group=SERVER_GROUP,
+        help="llama-cpp: llama-cpp-python's context of one prompt and RAM cache of whole saved states"
+        " (kvlab/serving/llama_cpp.py); the rooms are its context and its --cache_size in tokens of KV",
+    )
+    state_extra_tokens: int = setting(
+        0,
+        convert=whole_number(0),
+        group=SERVER_GROUP,
+        help="tokens a saved state holds beyond the request (its question, its completion, its fixed bytes)",
+    )
+    bos: bool = setting(False, switch="on", group=SERVER_GROUP, help="every prompt starts with the same BOS token")
+
+    def check(self):
+        if not self.server and (self.state_extra_tokens or self.bos):
+            raise SettingError("--state-extra-tokens and --bos apply to --server only")
 
 
 @dataclass(frozen=True)
@@ -91,17 +191,12 @@ def replay(
     return _grid(_replay, settings, ("gpu_tokens", "cpu_tokens", "block_tokens"))
 
 
-SERVER_SETTINGS = ("server", "state_extra_tokens", "bos")  # a modelled server's, besides the cache's
+SERVER_SETTINGS = tuple(found.name for found in fields(ReplaySettings) if found.metadata["group"] == SERVER_GROUP)
 
 
 def replay_settings():
-    """Every setting of a replay that is not the workload's: the cache's (:class:`kvlab.cache.interface.CacheSettings`'
-    fields), then a modelled server's."""
-    from dataclasses import fields
-
-    from kvlab.cache.interface import CacheSettings
-
-    return (*(setting.name for setting in fields(CacheSettings)), *SERVER_SETTINGS)
+    """Every setting of a replay that is not the workload's: the cache's, then a modelled server's."""
+    return tuple(found.name for found in fields(ReplaySettings))
 
 
 def replay_footprint(cache, per_request):
@@ -130,42 +225,19 @@ def _replay(*, workload, per_request, max_memory, progress, **settings):
 def replay_parts(workload, per_request, max_memory, progress, settings):
     """``(workload, the cache described, totals, per-request parts or None)`` of one checked replay: what
     :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
-    from kvlab.cache.eviction import EVICTION_POLICIES
     from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
-    from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.cache.tiers import DISK_SETTINGS
-    from kvlab.cache.write_policies import WRITE_POLICIES
     from kvlab.loop import replay as replayed
-    from kvlab.serving import SERVERS
     from kvlab.serving.llama_cpp import LlamaCppServer
-    from kvlab.workloads import whole_number
 
     options = {key: settings.pop(key) for key in list(settings) if key not in replay_settings()}
-    checked = {
-        "gpu_tokens": _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"]),
-        "cpu_tokens": _setting("cpu_tokens", whole_number(0), settings["cpu_tokens"]),
-        "block_tokens": _setting("block_tokens", whole_number(1), settings["block_tokens"]),
-        "partial_blocks": _choice("partial_blocks", settings["partial_blocks"], PARTIAL_BLOCKS),
-        "eviction_order": _choice("eviction_order", settings["eviction_order"], EVICTION_ORDERS),
-        "write_policy": _choice("write_policy", settings["write_policy"], tuple(WRITE_POLICIES)),
-        "gpu_eviction": _choice("gpu_eviction", settings["gpu_eviction"], tuple(EVICTION_POLICIES)),
-        "cpu_eviction": _choice("cpu_eviction", settings["cpu_eviction"], tuple(EVICTION_POLICIES)),
-        "touch_cpu_on_gpu_hit": _switch("touch_cpu_on_gpu_hit", settings["touch_cpu_on_gpu_hit"]),
-        "re_store_on_gpu_hit": _switch("re_store_on_gpu_hit", settings["re_store_on_gpu_hit"]),
-        "disk_tokens": _setting("disk_tokens", whole_number(0), settings["disk_tokens"]),
-        "disk_eviction": _choice("disk_eviction", settings["disk_eviction"], tuple(EVICTION_POLICIES)),
-        "server": _choice("server", settings["server"], SERVERS),
-        "state_extra_tokens": _setting("state_extra_tokens", whole_number(0), settings["state_extra_tokens"]),
-        "bos": _switch("bos", settings["bos"]),
-    }
-    if checked["gpu_tokens"] is None:
+    if settings["gpu_tokens"] is None:
         raise SettingError("the following arguments are required: --gpu-tokens")
     for room in ("cpu_tokens", "disk_tokens"):
-        if checked[room] is None:
-            checked[room] = 0
-    server, extra, bos = checked["server"], checked["state_extra_tokens"] or 0, checked["bos"]
-    if not server and (extra or bos):
-        raise SettingError("--state-extra-tokens and --bos apply to --server only")
+        if settings[room] is None:
+            settings[room] = 0
+    checked = dict(vars(ReplaySettings(**settings)))
+    server, extra, bos = checked["server"], checked["state_extra_tokens"], checked["bos"]
     made = workload_of(workload, options, checked["block_tokens"], "replay")
     rooms = {
         "gpu_tokens": checked["gpu_tokens"],

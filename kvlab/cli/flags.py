@@ -5,25 +5,19 @@ plan's setting is kvlab/cli/plan.py's)."""
 from dataclasses import fields
 
 from kvlab.api import common
-from kvlab.cache.eviction import EVICTION_POLICIES
-from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
+from kvlab.cache.interface import CacheSettings
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
-from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.cli.base import UsageError, add_arguments, argument, input_file
+from kvlab.cli.base import add_arguments, argument, input_file
 from kvlab.cli.types import number_in
 from kvlab.util.memory import memory_size
 from kvlab.workloads import WORKLOADS, switch
 
 __all__ = [
     "add_block_rule_arguments",
-    "add_cache_policy_arguments",
-    "add_disk_arguments",
     "add_hardware_arguments",
     "add_lmcache_switches",
     "add_memory_argument",
     "add_workload_arguments",
-    "build_cache",
-    "cache_settings",
     "hardware_settings",
     "hit_ratio",
     "make_meter",
@@ -103,44 +97,6 @@ def add_block_rule_arguments(group):
     )
 
 
-def add_write_policy_argument(group, help_text="how the CPU tier is filled (default %(default)s, the lab's rule)"):
-    group.add_argument("--write-policy", choices=WRITE_POLICIES, default=DEFAULT["write_policy"], help=help_text)
-
-
-def add_cache_policy_arguments(group):
-    """The cache's rules besides its rooms: block rules, write and eviction policies, LMCache switches."""
-    add_block_rule_arguments(group)
-    add_write_policy_argument(group)
-    for tier in ("gpu", "cpu"):
-        group.add_argument(
-            f"--{tier}-eviction",
-            choices=EVICTION_POLICIES,
-            default=DEFAULT[f"{tier}_eviction"],
-            help=f"eviction policy of the {tier.upper()} tier (default %(default)s; opt: Belady's offline optimum)",
-        )
-    add_lmcache_switches(group)
-
-
-def add_disk_arguments(group):
-    """The third tier below the CPU (kvlab/cache/tiers.py): its room and eviction policy."""
-    from kvlab.cli.types import tokens
-
-    group.add_argument(
-        "--disk-tokens",
-        type=tokens,
-        default=DEFAULT["disk_tokens"],
-        help="room of a disk (or remote) tier below the CPU, in tokens, written through with every block neither tier"
-        " above served; 0 = none (default)",
-    )
-    online = [name for name, policy in EVICTION_POLICIES.items() if not policy.offline]
-    group.add_argument(
-        "--disk-eviction",
-        choices=online,
-        default=DEFAULT["disk_eviction"],
-        help="eviction policy of the disk tier (default %(default)s, LMCache's local disk)",
-    )
-
-
 def add_lmcache_switches(group):
     """LMCache's behaviour on write-through (kvlab/cache/write_policies.py)."""
     group.add_argument(
@@ -153,22 +109,6 @@ def add_lmcache_switches(group):
         action="store_true",
         help="write-through only: a GPU-hit block whose CPU copy was evicted is stored on the CPU again (LMCache)",
     )
-
-
-def cache_settings(args, block_tokens):
-    """The :class:`kvlab.cache.interface.CacheSettings` the flags describe (its fields are the flags), blocks of
-    ``block_tokens``; a bad combination is a usage error."""
-    rooms = {"gpu_tokens": args.gpu_tokens, "cpu_tokens": args.cpu_tokens, "block_tokens": block_tokens}
-    try:
-        return CacheSettings(**rooms, **{key: getattr(args, key) for key in CACHE_SETTINGS})
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-
-
-def build_cache(args, workload):
-    """The cache the arguments describe for ``workload``, compiled where the settings allow (the replay's engine);
-    a bad combination is a usage error."""
-    return cache_settings(args, workload.block_tokens).build(workload)
 
 
 def add_hardware_arguments(parser, skip=(), optional=False, helps=None):

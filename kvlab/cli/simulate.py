@@ -6,6 +6,7 @@ import dataclasses
 import sys
 
 from kvlab.api import simulates
+from kvlab.api.replays import ReplaySettings
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
 from kvlab.cli.flags import (
     add_hardware_arguments,
@@ -13,7 +14,6 @@ from kvlab.cli.flags import (
     add_workload_arguments,
     workload_options,
 )
-from kvlab.cli.replay import add_cache_arguments
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.simulator.arrivals import Arrivals
 from kvlab.simulator.instance import CACHE_RULES
@@ -23,7 +23,10 @@ from kvlab.simulator.settings import EngineSettings
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     cache = parser.add_argument_group("cache (kvlab replay's flags; the pool is vLLM's: LRU, full blocks)")
-    add_cache_arguments(cache, "GPU pool in tokens (or --gpu-blocks)", required=False)
+    taken = (*CACHE_RULES, "gpu_tokens", "cpu_tokens", "block_tokens")  # the others are a disk's or a server's
+    skip = [found.name for found in dataclasses.fields(ReplaySettings) if found.name not in taken]
+    helps = {"gpu_tokens": "GPU pool in tokens (or --gpu-blocks)"}
+    add_arguments(parser, ReplaySettings, skip=skip, optional=True, helps=helps, groups={"cache": cache})
     add_arguments(parser.add_argument_group("engine (kvlab/simulator/settings.py)"), EngineSettings)
     add_arguments(parser.add_argument_group("arrivals (one of; default: the trace's clock)"), Arrivals)
     add_hardware_arguments(parser, skip=DISK_HARDWARE)
