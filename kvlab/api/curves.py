@@ -1,21 +1,64 @@
 """``kvlab.curve``: the exact LRU curve of a tier at every room, and its cliffs (what ``kvlab mrc`` prints)."""
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
-from kvlab.api.common import (
-    _choice,
-    _grid,
-    _meter,
-    _ratio,
-    _Result,
-    _setting,
-    _switch,
-    compile_notice,
-    workload_of,
-)
+from kvlab.api.common import _grid, _meter, _ratio, _Result, _switch, compile_notice, workload_of
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
+from kvlab.util.settings import Declared, setting
+from kvlab.workloads import whole_number
+
+CACHE = "cache (LRU on every tier, write-through)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveSettings(Declared):
+    """A curve's settings at one point of its grid (``kvlab mrc``'s flags and ``kvlab.curve``'s keywords, declared
+    once: kvlab/util/settings.py)."""
+
+    block_tokens: int | None = setting(
+        None,
+        convert=whole_number(1),
+        group=CACHE,
+        help="tokens per block (default 256, LMCache's chunk; mooncake: 512 or a multiple of it)",
+    )
+    partial_blocks: str = setting(
+        "drop",
+        choices=PARTIAL_BLOCKS,
+        group=CACHE,
+        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
+    )
+    eviction_order: str = setting(
+        "tail-first",
+        choices=EVICTION_ORDERS,
+        group=CACHE,
+        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
+        " head first",
+    )
+    gpu_tokens: int | None = setting(
+        None,
+        convert=whole_number(0),
+        group=CACHE,
+        help="the CPU tier's curve at this GPU room in tokens (default: the GPU tier's)",
+    )
+    cpu_tokens: int | None = setting(
+        None,
+        convert=whole_number(0),
+        group=CACHE,
+        help="with --gpu-tokens: the disk tier's curve below this CPU room in tokens (kvlab/cache/tiers.py)",
+    )
+    target_hit_ratio: float | None = setting(
+        None,
+        convert=_ratio,
+        group=CACHE,
+        help="also the smallest room for this token hit ratio over all rounds (0..1)",
+    )
+
+    def check(self):
+        if self.cpu_tokens is not None and self.gpu_tokens is None:
+            raise SettingError("--cpu-tokens gives the disk tier's curve below a GPU room: give --gpu-tokens too")
 
 
 @dataclass(frozen=True)
@@ -74,24 +117,17 @@ def curve(
     return _grid(_curve, settings, ("block_tokens", "gpu_tokens", "cpu_tokens"))
 
 
-CURVE_SETTINGS = ("block_tokens", "gpu_tokens", "cpu_tokens", "partial_blocks", "eviction_order", "target_hit_ratio")
+CURVE_SETTINGS = tuple(found.name for found in fields(CurveSettings))
 
 
 def _curve(*, workload, table, max_memory, **settings):
-    from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
     from kvlab.curves.mrc import FOOTPRINT, cliffs, curve_csv, tier_curve
     from kvlab.util.memory import PANDAS_BYTES
-    from kvlab.workloads import whole_number
 
     options = {key: settings.pop(key) for key in list(settings) if key not in CURVE_SETTINGS}
-    block = _setting("block_tokens", whole_number(1), settings["block_tokens"])
-    partial = _choice("partial_blocks", settings["partial_blocks"], PARTIAL_BLOCKS)
-    order = _choice("eviction_order", settings["eviction_order"], EVICTION_ORDERS)
-    gpu_tokens = _setting("gpu_tokens", whole_number(0), settings["gpu_tokens"])
-    cpu_tokens = _setting("cpu_tokens", whole_number(0), settings["cpu_tokens"])
-    if cpu_tokens is not None and gpu_tokens is None:
-        raise SettingError("--cpu-tokens gives the disk tier's curve below a GPU room: give --gpu-tokens too")
-    target = _setting("target_hit_ratio", _ratio, settings["target_hit_ratio"])
+    checked = CurveSettings(**settings)
+    block, partial, order = checked.block_tokens, checked.partial_blocks, checked.eviction_order
+    gpu_tokens, cpu_tokens, target = checked.gpu_tokens, checked.cpu_tokens, checked.target_hit_ratio
     _switch("table", table)
     made = workload_of(workload, options, block, "curve")
     tier = "gpu" if gpu_tokens is None else "cpu" if cpu_tokens is None else "disk"

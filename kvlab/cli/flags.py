@@ -1,36 +1,23 @@
-"""Flag groups that several commands share, each declared once: the workload's source and its settings, and
-the cache's rules and policies, whose names and defaults are :class:`kvlab.cache.interface.CacheSettings`' fields (a
-plan's setting is kvlab/cli/plan.py's)."""
+"""Flag groups that several commands share: the workload's source and its settings (kvlab/workloads/), the
+hardware's (:class:`kvlab.latency.hardware.HardwareSettings`, made by the one builder) and the memory stop. A
+command's own settings are declared with its function (kvlab/api/: ``PlanSettings``, ``ReplaySettings``,
+``CurveSettings``)."""
 
 from dataclasses import fields
 
 from kvlab.api import common
-from kvlab.cache.interface import CacheSettings
-from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cli.base import add_arguments, argument, input_file
-from kvlab.cli.types import number_in
 from kvlab.util.memory import memory_size
 from kvlab.workloads import WORKLOADS, switch
 
 __all__ = [
-    "add_block_rule_arguments",
     "add_hardware_arguments",
-    "add_lmcache_switches",
     "add_memory_argument",
     "add_workload_arguments",
     "hardware_settings",
-    "hit_ratio",
     "make_meter",
     "make_workload",
 ]
-
-
-DEFAULT = {setting.name: setting.default for setting in fields(CacheSettings)}  # the flags' defaults: the settings'
-
-compile_notice = common.compile_notice  # said on a terminal before numba compiles the curve kernels
-
-
-hit_ratio = number_in(0, 1, "a ratio between 0 and 1")  # a token hit ratio
 
 
 def add_workload_arguments(parser):
@@ -78,37 +65,6 @@ def make_workload(args, block_tokens=None):
     """The chosen source with its own settings; a setting of another source, or a bad one, is a usage error
     (kvlab.api.workload_of, one rule for the commands and the functions)."""
     return common.workload_of(args.workload, workload_options(args), block_tokens)
-
-
-def add_block_rule_arguments(group):
-    """Which blocks are stored, and in which order a request's blocks are accessed."""
-    group.add_argument(
-        "--partial-blocks",
-        choices=PARTIAL_BLOCKS,
-        default=DEFAULT["partial_blocks"],
-        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
-    )
-    group.add_argument(
-        "--eviction-order",
-        choices=EVICTION_ORDERS,
-        default=DEFAULT["eviction_order"],
-        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
-        " head first",
-    )
-
-
-def add_lmcache_switches(group):
-    """LMCache's behaviour on write-through (kvlab/cache/write_policies.py)."""
-    group.add_argument(
-        "--touch-cpu-on-gpu-hit",
-        action="store_true",
-        help="write-through only: a GPU hit also refreshes the block's CPU copy (LMCache's lookup)",
-    )
-    group.add_argument(
-        "--re-store-on-gpu-hit",
-        action="store_true",
-        help="write-through only: a GPU-hit block whose CPU copy was evicted is stored on the CPU again (LMCache)",
-    )
 
 
 def add_hardware_arguments(parser, skip=(), optional=False, helps=None):

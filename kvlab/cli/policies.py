@@ -1,14 +1,13 @@
 """``kvlab policies``: the offload designs side by side. ``cliff``: the lab's CPU cliff per write policy
 (JSON); ``table``: token hit ratios per write x eviction policy over a grid of rooms (CSV)."""
 
+from kvlab.api.replays import ReplaySettings, replay_settings
 from kvlab.cache.compiled import FOOTPRINT as COMPILED_FOOTPRINT
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.interface import CacheSettings
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, listing, one_of, run, summary
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, argument, listing, one_of, run, summary
 from kvlab.cli.flags import (
-    add_block_rule_arguments,
-    add_lmcache_switches,
     add_memory_argument,
     add_workload_arguments,
     make_meter,
@@ -48,8 +47,8 @@ def build_parser(prog):
     table.add_argument(
         "--evictions", required=True, type=listing(one_of(EVICTION_POLICIES, "eviction policy"), "eviction policies")
     )
-    add_block_rule_arguments(table)
-    add_lmcache_switches(table)
+    shared = ("partial_blocks", "eviction_order", *LMCACHE_SWITCHES)  # kvlab replay's, declared there
+    add_arguments(table, ReplaySettings, skip=[name for name in replay_settings() if name not in shared])
     table.add_output("--out", required=True, help="the CSV file to write")
     add_workload_arguments(table)
     add_memory_argument(table)
