@@ -2,16 +2,41 @@
 
 import json
 from dataclasses import dataclass, field
+from decimal import Decimal
 
-from kvlab.api.common import (
-    _choice,
-    _frame,
-    _grid,
-    _Result,
-    _setting,
-)
+from kvlab.api.common import _frame, _grid, _Result
+from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.util.errors import SettingError
 from kvlab.util.files import dump_json
+from kvlab.util.numbers import MAX_WHOLE
+from kvlab.util.settings import Declared, name_or_file, setting
+from kvlab.workloads import whole_number
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeSettings(Declared):
+    """``kvlab size``'s flags and ``kvlab.size``'s keywords, declared once (kvlab/util/settings.py)."""
+
+    model_config: str = setting(convert=name_or_file, metavar="FILE", help="the model's Hugging Face config.json")
+    tp: int = setting(1, convert=whole_number(1, 2**20), help="tensor-parallel ranks (default 1)")
+    kv_dtype: str = setting(
+        "auto",
+        choices=tuple(KV_DTYPES),
+        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
+    )
+    tokens: int | None = setting(
+        None, convert=whole_number(0, MAX_WHOLE), exclusive=("amount", False), help="the GiB a prompt this long takes"
+    )
+    gib: Decimal | None = setting(
+        None,
+        convert=decimal_gib,
+        exclusive=("amount", False),
+        help=f"the tokens one prompt may have in this many GiB (<= {MAX_GIB})",
+    )
+
+    def check(self):
+        if self.tokens is not None and self.gib is not None:
+            raise SettingError("argument --gib: not allowed with argument --tokens")
 
 
 @dataclass(frozen=True)
@@ -66,18 +91,13 @@ def fitting(shape, budget, tp, kv_dtype):
 
 
 def _size(*, model_config, tp, kv_dtype, tokens, gib):
-    from kvlab.sizing.model_size import KV_DTYPES, decimal_gib, read_model_config
     from kvlab.sizing.model_size import gib as gib_of
+    from kvlab.sizing.model_size import read_model_config
     from kvlab.sizing.plan import model_name
-    from kvlab.util.numbers import GIB, MAX_WHOLE
-    from kvlab.workloads import whole_number
+    from kvlab.util.numbers import GIB
 
-    tp = _setting("tp", whole_number(1, 2**20), tp)
-    kv_dtype = _choice("kv_dtype", kv_dtype, tuple(KV_DTYPES))
-    tokens = _setting("tokens", whole_number(0, MAX_WHOLE), tokens)
-    budget = _setting("gib", decimal_gib, gib)
-    if tokens is not None and budget is not None:
-        raise SettingError("argument --gib: not allowed with argument --tokens")
+    checked = SizeSettings(model_config=model_config, tp=tp, kv_dtype=kv_dtype, tokens=tokens, gib=gib)
+    tp, kv_dtype, tokens, budget = checked.tp, checked.kv_dtype, checked.tokens, checked.gib
     shape = read_model_config(model_config)
     try:
         per_token = shape.bytes_per_token(tp, kv_dtype)

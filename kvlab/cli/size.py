@@ -2,30 +2,14 @@
 on one GPU, and the GiB a prompt of ``--tokens`` takes (or the tokens ``--gib`` holds); JSON, or a table."""
 
 from kvlab.api import sizes
-from kvlab.cli.base import Outputs, Parser, argument, run, summary
-from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
-from kvlab.workloads import MAX_WHOLE, whole_number
+from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
 
 FORMATS = ("json", "table")
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_input("--model-config", required=True, metavar="FILE", help="the model's Hugging Face config.json")
-    parser.add_argument(
-        "--tp", type=argument(whole_number(1, 2**20)), default=1, help="tensor-parallel ranks (default 1)"
-    )
-    parser.add_argument(
-        "--kv-dtype",
-        choices=KV_DTYPES,
-        default="auto",
-        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
-    )
-    amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--tokens", type=argument(whole_number(0, MAX_WHOLE)), help="the GiB a prompt this long takes")
-    amount.add_argument(
-        "--gib", type=argument(decimal_gib), help=f"the tokens one prompt may have in this many GiB (<= {MAX_GIB})"
-    )
+    add_arguments(parser, sizes.SizeSettings)
     parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
     return parser
 
