@@ -115,31 +115,6 @@ def test_the_import_cache_reparses_a_changed_module_and_survives_a_bad_file(tmp_
     assert "kvlab.extra" in json.loads(cache.read_text())["kvlab/report/sweep.py"][2]
 
 
-def test_the_scheduler_keeps_one_delayed_wake_up_pending():
-    """kvlab.workflow.runs.one_reevaluation: however many passes ask for a delayed wake-up while one is pending,
-    the scheduler is woken once; once it has been, the next request arms a new one."""
-    from snakemake.scheduling.job_scheduler import JobScheduler
-
-    from kvlab.workflow.runs import one_reevaluation
-
-    original = JobScheduler._schedule_reevalutation
-    try:
-        one_reevaluation()
-
-        class Scheduler:
-            _open_jobs = threading.Semaphore(0)
-
-        scheduler = Scheduler()
-        for _ in range(20):
-            JobScheduler._schedule_reevalutation(scheduler, 0.05)
-        assert scheduler._open_jobs.acquire(timeout=30)
-        assert not scheduler._open_jobs.acquire(timeout=0.5)  # the other 19 requests armed nothing
-        JobScheduler._schedule_reevalutation(scheduler, 0.05)
-        assert scheduler._open_jobs.acquire(timeout=30)
-    finally:
-        JobScheduler._schedule_reevalutation = original
-
-
 def test_a_small_trace_runs_in_the_pipelines_process_and_a_large_one_in_its_own(tmp_path, monkeypatch):
     """jobs.OWN_PROCESS_BYTES: a job whose trace file is that large or larger (or cannot be sized) starts a process
     of its own; one that reads a smaller trace, or none, runs in Snakemake's."""

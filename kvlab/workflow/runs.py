@@ -227,7 +227,6 @@ def main(argv=None):
     file it names as data first)."""
     from snakemake.cli import main as snakemake
 
-    one_reevaluation()
     marked_before_running()
     snakemake(sys.argv[1:] if argv is None else argv)
 
@@ -250,35 +249,6 @@ def marked_before_running():
         run_job(self, job)
 
     Executor.run_job = run_marked
-
-
-def one_reevaluation():
-    """At most one of the scheduler's delayed wake-ups pending at a time. Snakemake 9's job scheduler
-    (``scheduling/job_scheduler.py``, ``_schedule_reevalutation``) arms a timer of its rate limiter's timespan after
-    every pass that had jobs ready, and each pass a timer starts arms another: the chains add up, one a finished
-    job, each a pass a second that sizes every ready job's inputs again (a quarter of a small run's CPU;
-    snakemake/snakemake#3744 reports the extra passes). One pending timer wakes the scheduler as often as its limit
-    needs; it is a daemon, so that the end of a run does not wait for it."""
-    import threading
-
-    from snakemake.scheduling.job_scheduler import JobScheduler
-
-    lock = threading.Lock()
-
-    def reevaluate(self, delay):
-        def fire():
-            with lock:
-                self._kvlab_timer = None
-            self._open_jobs.release()
-
-        with lock:
-            if getattr(self, "_kvlab_timer", None) is not None:
-                return
-            self._kvlab_timer = timer = threading.Timer(delay, fire)
-        timer.daemon = True
-        timer.start()
-
-    JobScheduler._schedule_reevalutation = reevaluate
 
 
 if __name__ == "__main__":
