@@ -133,30 +133,27 @@ def simulate(
     fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
     percentiles. A :class:`Simulation`; with ``dry_run``, None once every setting is checked as the run checks it
     (``kvlab config``'s look at a job before any job runs), nothing read or run."""
+    from kvlab.api.replays import ReplaySettings
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
     from kvlab.simulator.arrivals import Arrivals
     from kvlab.simulator.cost import StepCost
     from kvlab.simulator.instance import CACHE_RULES, Instance
     from kvlab.simulator.settings import EngineSettings, engine_setting_names
-    from kvlab.workloads import whole_number
+    from kvlab.util.settings import checked
 
     hardware = _hardware_values({name: settings.pop(name) for name in settings_names() if name in settings})
     if hardware.get("model_config") is None or hardware.get("gpu_system") is None:
         raise SettingError("the following arguments are required: --model-config, --gpu-system")
     engine = EngineSettings(**{name: settings.pop(name) for name in engine_setting_names() if name in settings})
-    rules = {name: settings.pop(name) for name in CACHE_RULES if name in settings}
+    rooms = checked(ReplaySettings, {"gpu_tokens": gpu_tokens, "cpu_tokens": cpu_tokens, "block_tokens": block_tokens})
+    gpu_tokens, cpu_tokens = rooms.get("gpu_tokens"), rooms.get("cpu_tokens")
+    rules = checked(ReplaySettings, {name: settings.pop(name) for name in CACHE_RULES if name in settings})
     arrivals = Arrivals(speedup, rate, clients, seed)
-    made = workload_of(workload, settings, block_tokens, "simulate")
+    made = workload_of(workload, settings, rooms.get("block_tokens"), "simulate")
     block = made.block_tokens
     for name, given, other in (("gpu", gpu_tokens, engine.gpu_blocks), ("cpu", cpu_tokens, engine.cpu_blocks)):
         if given and other is not None:
             raise SettingError(f"argument --{name}-blocks: not allowed with argument --{name}-tokens")
-    for name, value in (("gpu_tokens", gpu_tokens), ("cpu_tokens", cpu_tokens)):
-        if value is not None:
-            try:
-                whole_number(0)(value)
-            except ValueError as error:
-                raise SettingError(f"argument --{name.replace('_', '-')}: {error}") from None
     model = HardwareModel(HardwareSettings(**hardware), block)
     instance = Instance.of(made, engine, rules, gpu_tokens, cpu_tokens, model)
     meter = _meter(max_memory, instance.footprint(per_request))

@@ -1,0 +1,81 @@
+"""Settings declared once (kvlab/util/settings.py): every declared field of a command's settings is a flag of the
+command and a keyword of its Python function, and a bad value is refused by both in one and the same line (argparse's
+words). The fields are read from the declarations, never listed here."""
+
+import dataclasses
+import inspect
+
+import pytest
+from conftest import kvlab
+
+from kvlab import api
+from kvlab.api.curves import CurveSettings
+from kvlab.api.plans import PlanSettings
+from kvlab.api.replays import SERVER_SETTINGS, ReplaySettings
+from kvlab.api.sizes import SizeSettings
+from kvlab.latency.hardware import HardwareSettings
+from kvlab.simulator.arrivals import Arrivals
+from kvlab.simulator.settings import EngineSettings
+from kvlab.util.errors import SettingError
+
+MODEL = "models/Llama-3.1-8B-Instruct/config.json"
+LAB = {"workload": "lab", "docs": 2, "tokens": 10}
+SIMULATE = {**LAB, "model_config": MODEL, "gpu_system": "h100_sxm", "latency_source": "roofline"}
+SIMULATE |= {"gpu_blocks": 64, "output_tokens": 2}
+# (command, function, a setting that runs, the declarations it takes, the fields it leaves to other commands)
+COMMANDS = [
+    (["replay"], api.replay, {**LAB, "gpu_tokens": 100}, ReplaySettings, ()),
+    (["mrc"], api.curve, LAB, CurveSettings, ()),
+    (["plan"], api.plan, {**LAB, "model_config": MODEL, "gpu_tokens": 100}, PlanSettings, ()),
+    (["size"], api.size, {"model_config": MODEL}, SizeSettings, ()),
+    (["simulate"], api.simulate, SIMULATE, EngineSettings, ()),
+    (["simulate"], api.simulate, SIMULATE, Arrivals, ()),
+    (["simulate"], api.simulate, SIMULATE, HardwareSettings, ("disk_medium", "disk_gbps", "disk_us")),
+    (["simulate"], api.simulate, SIMULATE, ReplaySettings, ("disk_tokens", "disk_eviction", *SERVER_SETTINGS)),
+    (["ttft", "predict"], api.ttft_predict, {**LAB, "gpu_tokens": 100, "model_config": MODEL}, HardwareSettings, ()),
+]
+
+
+def declared(settings, leave):
+    """The fields of ``settings`` a command takes: declared ones (a field of metadata) it does not leave out."""
+    return [found for found in dataclasses.fields(settings) if found.metadata and found.name not in leave]
+
+
+def flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def arguments(settings):
+    argv = []
+    for key, value in settings.items():
+        argv += [flag(key)] if value is True else [flag(key), str(value)]
+    return argv
+
+
+@pytest.mark.parametrize(("command", "function", "base", "settings", "leave"), COMMANDS)
+def test_every_declared_setting_is_a_flag_and_a_keyword(command, function, base, settings, leave):
+    shown = kvlab(*command, "--help").stdout
+    taken = inspect.signature(function).parameters
+    for found in declared(settings, leave):
+        assert f"{flag(found.name)} " in shown or f"{flag(found.name)}\n" in shown, (command, found.name)
+        keyword = found.name in taken or any(p.kind is p.VAR_KEYWORD for p in taken.values())
+        assert keyword, (function.__name__, found.name)
+
+
+def cases():
+    for command, function, base, settings, leave in COMMANDS:
+        for found in declared(settings, leave):
+            if found.metadata["switch"] is None:  # a switch takes no value to refuse
+                yield pytest.param(command, function, base, found.name, id=f"{' '.join(command)}:{found.name}")
+
+
+@pytest.mark.parametrize(("command", "function", "base", "name"), list(cases()))
+def test_a_bad_value_is_one_line_in_the_command_and_the_function_alike(command, function, base, name):
+    """An empty value: no converter or choice of a declared setting takes it."""
+    given = {**base, name: ""}
+    with pytest.raises(SettingError) as raised:
+        function(**given)
+    done = kvlab(*command, *arguments(given))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"kvlab {' '.join(command)}: error: {raised.value}\n"
+    assert str(raised.value).startswith(f"argument {flag(name)}: "), str(raised.value)
