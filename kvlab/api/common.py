@@ -199,6 +199,39 @@ def workload_of(workload, options, block_tokens=None, function="kvlab"):
         raise SettingError(str(error)) from None
 
 
+def _declared(leading, settings, trailing, rest="options"):
+    """A function's signature from its declarations: keyword-only ``leading`` names without a default, each declared
+    field of the dataclass ``settings`` with its default (none where it has none), ``trailing`` (name -> default),
+    and ``**rest`` (the workload's options; None: none)."""
+    import inspect
+    from dataclasses import MISSING, fields
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter(name, keyword) for name in leading]
+    for found in fields(settings):
+        default = inspect.Parameter.empty if found.default is MISSING else found.default
+        parameters.append(inspect.Parameter(found.name, keyword, default=default))
+    parameters += [inspect.Parameter(name, keyword, default=value) for name, value in trailing.items()]
+    if rest is not None:
+        parameters.append(inspect.Parameter(rest, inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(parameters)
+
+
+def _bound(function, given):
+    """The keywords ``given`` to ``function`` bound to its declared signature (:func:`_declared`), its defaults filled
+    in and the workload's options among them; Python's TypeError for one it lacks."""
+    import inspect
+
+    try:
+        bound = inspect.signature(function).bind(**given)
+    except TypeError as error:
+        raise TypeError(f"{function.__name__}() {error}") from None
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    arguments.update(arguments.pop("options", {}))
+    return arguments
+
+
 def _meter(max_memory, footprint):
     from kvlab.util.memory import Meter, default_limit, memory_size
 

@@ -3,7 +3,7 @@
 import json
 from dataclasses import dataclass, field, fields, replace
 
-from kvlab.api.common import _grid, _meter, _ratio, _Result, _switch, compile_notice, workload_of
+from kvlab.api.common import _bound, _declared, _grid, _meter, _ratio, _Result, _switch, compile_notice, workload_of
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
@@ -24,6 +24,18 @@ class CurveSettings(Declared):
         group=CACHE,
         help="tokens per block (default 256, LMCache's chunk; mooncake: 512 or a multiple of it)",
     )
+    gpu_tokens: int | None = setting(
+        None,
+        convert=whole_number(0),
+        group=CACHE,
+        help="the CPU tier's curve at this GPU room in tokens (default: the GPU tier's)",
+    )
+    cpu_tokens: int | None = setting(
+        None,
+        convert=whole_number(0),
+        group=CACHE,
+        help="with --gpu-tokens: the disk tier's curve below this CPU room in tokens (kvlab/cache/tiers.py)",
+    )
     partial_blocks: str = setting(
         "drop",
         choices=PARTIAL_BLOCKS,
@@ -36,18 +48,6 @@ class CurveSettings(Declared):
         group=CACHE,
         help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
         " head first",
-    )
-    gpu_tokens: int | None = setting(
-        None,
-        convert=whole_number(0),
-        group=CACHE,
-        help="the CPU tier's curve at this GPU room in tokens (default: the GPU tier's)",
-    )
-    cpu_tokens: int | None = setting(
-        None,
-        convert=whole_number(0),
-        group=CACHE,
-        help="with --gpu-tokens: the disk tier's curve below this CPU room in tokens (kvlab/cache/tiers.py)",
     )
     target_hit_ratio: float | None = setting(
         None,
@@ -95,26 +95,14 @@ class Curve(_Result):
         return pd.read_csv(io.StringIO(self.csv))
 
 
-def curve(
-    *,
-    workload,
-    block_tokens=None,
-    gpu_tokens=None,
-    cpu_tokens=None,
-    partial_blocks="drop",
-    eviction_order="tail-first",
-    target_hit_ratio=None,
-    table=True,
-    max_memory=None,
-    **options,
-):
-    """The exact LRU curve of the GPU tier at every room (``kvlab mrc``'s flags), with ``gpu_tokens`` the CPU tier's
-    (write-through) at that GPU room, and with ``cpu_tokens`` as well the disk tier's below both
-    (``kvlab/cache/tiers.py``); ``table=False`` keeps the cliffs only (no pandas, less memory). A :class:`Curve`, or a
-    :class:`Grid` of them where ``block_tokens``, ``gpu_tokens`` or ``cpu_tokens`` is a list."""
-    settings = dict(locals())
-    settings.update(settings.pop("options"))
-    return _grid(_curve, settings, ("block_tokens", "gpu_tokens", "cpu_tokens"))
+def curve(*, workload, table=True, max_memory=None, **settings):
+    """The exact LRU curve of the GPU tier at every room (``kvlab mrc``'s flags: :class:`CurveSettings`), with
+    ``gpu_tokens`` the CPU tier's (write-through) at that GPU room, and with ``cpu_tokens`` as well the disk tier's
+    below both (``kvlab/cache/tiers.py``); ``table=False`` keeps the cliffs only (no pandas, less memory). A
+    :class:`Curve`, or a :class:`Grid` of them where ``block_tokens``, ``gpu_tokens`` or ``cpu_tokens`` is a list;
+    the workload's options are keywords too."""
+    given = _bound(curve, {"workload": workload, "table": table, "max_memory": max_memory, **settings})
+    return _grid(_curve, given, ("block_tokens", "gpu_tokens", "cpu_tokens"))
 
 
 CURVE_SETTINGS = tuple(found.name for found in fields(CurveSettings))
@@ -149,3 +137,6 @@ def _curve(*, workload, table, max_memory, **settings):
 
 
 # --- size -----------------------------------------------------------------------------------------------------
+
+
+curve.__signature__ = _declared(("workload",), CurveSettings, {"table": True, "max_memory": None})

@@ -1,13 +1,14 @@
 """``kvlab.plan``: a CPU offload budget for a workload and a model (what ``kvlab plan`` prints)."""
 
 import functools
-import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
 from kvlab.api.common import (
+    _bound,
+    _declared,
     _exclusive,
     _flag,
     _frame,
@@ -233,8 +234,8 @@ def plan(*, workload, model_config, load=None, max_memory=None, **settings):
     ``load`` (``"speedup=S"``, ``"rate=R"`` or ``"clients=N"``: ``kvlab simulate``'s arrivals) each plan also
     gives the TTFT percentiles and the throughput under that load (``kvlab.simulate`` at the plan's rooms); the
     workload's options are keywords too."""
-    given = {**DEFAULTS, **settings, "workload": workload, "model_config": model_config}
-    given |= {"load": load, "max_memory": max_memory}
+    given = {"workload": workload, "model_config": model_config, "load": load, "max_memory": max_memory}
+    given = _bound(plan, {**given, **settings})
     priced = functools.partial(_plan, models={})  # one hardware model for every point of a grid
     return _grid(priced, given, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node", "disk_gib", "disk_tokens"))
 
@@ -346,9 +347,6 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
 
 HARDWARE_OWN = ("model_config", "engine", "tp", "kv_dtype")  # the hardware's settings that are the plan's own
 HARDWARE_SETTINGS = tuple(found.name for found in fields(HardwareSettings) if found.name not in HARDWARE_OWN)
-# kvlab.plan's keywords and defaults, from the declarations: the plan's own, then the hardware's (None: not given)
-DEFAULTS = {found.name: found.default for found in fields(PlanSettings)}
-DEFAULTS |= {name: False if name == "layerwise" else None for name in HARDWARE_SETTINGS}
 
 
 def _hardware(given, engine):
@@ -502,14 +500,9 @@ def disk_note(disk_tokens):
 PLAN_SETTINGS = (*(found.name for found in fields(PlanSettings)), "load", *HARDWARE_SETTINGS)
 
 
-def _signature():
-    """kvlab.plan's signature as its declarations give it (what ``help(kvlab.plan)`` shows)."""
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    parameters = [inspect.Parameter(name, keyword) for name in ("workload", "model_config")]
-    parameters += [inspect.Parameter(name, keyword, default=value) for name, value in DEFAULTS.items()]
-    parameters += [inspect.Parameter(name, keyword, default=None) for name in ("load", "max_memory")]
-    parameters.append(inspect.Parameter("options", inspect.Parameter.VAR_KEYWORD))
-    return inspect.Signature(parameters)
-
-
-plan.__signature__ = _signature()
+# kvlab.plan's keywords and defaults, from the declarations: the plan's own, then the hardware's (None: not given)
+plan.__signature__ = _declared(
+    ("workload", "model_config"),
+    PlanSettings,
+    {**{name: False if name == "layerwise" else None for name in HARDWARE_SETTINGS}, "load": None, "max_memory": None},
+)

@@ -4,6 +4,8 @@ import json
 from dataclasses import dataclass, field, fields
 
 from kvlab.api.common import (
+    _bound,
+    _declared,
     _flag,
     _frame,
     _grid,
@@ -159,36 +161,13 @@ class Replay(_Result):
         return pd.read_csv(io.StringIO(self.per_request))
 
 
-def replay(
-    *,
-    workload,
-    gpu_tokens,
-    cpu_tokens=0,
-    block_tokens=None,
-    partial_blocks="drop",
-    eviction_order="tail-first",
-    write_policy="write-through",
-    gpu_eviction="lru",
-    cpu_eviction="lru",
-    touch_cpu_on_gpu_hit=False,
-    re_store_on_gpu_hit=False,
-    disk_tokens=0,
-    disk_eviction="lru",
-    server=None,
-    state_extra_tokens=0,
-    bos=False,
-    per_request=False,
-    max_memory=None,
-    progress=None,
-    **options,
-):
-    """``workload`` through a GPU + CPU prefix cache of KV blocks (``kvlab replay``'s flags; ``per_request=True``
-    keeps the per-request table, ``progress`` is a function of the number of requests returning a progress bar,
-    such as ``lambda total: tqdm(total=total)``, or None). A :class:`Replay`, or a :class:`Grid` of them where
-    ``gpu_tokens``, ``cpu_tokens`` or ``block_tokens`` is a list."""
-    settings = dict(locals())
-    settings.update(settings.pop("options"))
-    return _grid(_replay, settings, ("gpu_tokens", "cpu_tokens", "block_tokens"))
+def replay(*, workload, per_request=False, max_memory=None, progress=None, **settings):
+    """``workload`` through a GPU + CPU prefix cache of KV blocks (``kvlab replay``'s flags: :class:`ReplaySettings`;
+    ``per_request=True`` keeps the per-request table, ``progress`` is a function of the number of requests returning a
+    progress bar, such as ``lambda total: tqdm(total=total)``, or None). A :class:`Replay`, or a :class:`Grid` of them
+    where ``gpu_tokens``, ``cpu_tokens`` or ``block_tokens`` is a list; the workload's options are keywords too."""
+    given = {"workload": workload, "per_request": per_request, "max_memory": max_memory, "progress": progress}
+    return _grid(_replay, _bound(replay, {**given, **settings}), ("gpu_tokens", "cpu_tokens", "block_tokens"))
 
 
 SERVER_SETTINGS = tuple(found.name for found in fields(ReplaySettings) if found.metadata["group"] == SERVER_GROUP)
@@ -270,3 +249,8 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
 
 
 # --- curve ----------------------------------------------------------------------------------------------------
+
+
+replay.__signature__ = _declared(
+    ("workload",), ReplaySettings, {"per_request": False, "max_memory": None, "progress": None}
+)

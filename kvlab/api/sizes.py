@@ -4,7 +4,7 @@ import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from kvlab.api.common import _frame, _grid, _Result
+from kvlab.api.common import _bound, _declared, _frame, _grid, _Result
 from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
 from kvlab.util.errors import SettingError
 from kvlab.util.files import dump_json
@@ -66,11 +66,11 @@ class Size(_Result):
         return _frame(self.to_dict()["groups"])
 
 
-def size(*, model_config, tp=1, kv_dtype="auto", tokens=None, gib=None):
-    """A model's KV cache as an engine allocates it, layer group by layer group (``kvlab size``'s flags): the bytes per
-    token on one GPU, and the GiB a prompt of ``tokens`` takes (or the tokens ``gib`` holds). A :class:`Size`, or a
-    :class:`Grid` of them where ``tokens`` or ``gib`` is a list."""
-    return _grid(_size, dict(locals()), ("tokens", "gib"))
+def size(**settings):
+    """A model's KV cache as an engine allocates it, layer group by layer group (``kvlab size``'s flags:
+    :class:`SizeSettings`): the bytes per token on one GPU, and the GiB a prompt of ``tokens`` takes (or the tokens
+    ``gib`` holds). A :class:`Size`, or a :class:`Grid` of them where ``tokens`` or ``gib`` is a list."""
+    return _grid(_size, _bound(size, settings), ("tokens", "gib"))
 
 
 def fitting(shape, budget, tp, kv_dtype):
@@ -118,3 +118,6 @@ def _size(*, model_config, tp, kv_dtype, tokens, gib):
         held = shape.bytes_for(tokens, tp, kv_dtype)
         result.update(tokens=tokens, bytes=held, gib_for_tokens=gib_of(held, 1))
     return Size.of(dump_json(result))
+
+
+size.__signature__ = _declared((), SizeSettings, {}, rest=None)
