@@ -1,5 +1,6 @@
 # Input functions that turn config.yaml into targets and flag values (the logic is kvlab/workflow/: paths.py,
-# commands.py, checks.py), as the snakemake-workflows pipelines keep theirs; each rule's `run:` spells its command.
+# commands.py, checks.py), as the snakemake-workflows pipelines keep theirs; each rule's `run:` runs `kvlab` with
+# its job's line (job_line: built once, by commands.py) and the files the rule adds.
 # The config is validated here, before any job runs (`make run` checks the file itself first: `kvlab config`).
 import os
 import sys
@@ -47,15 +48,21 @@ def stamp(rule, *settings):
     return path
 
 
-def line_stamp(rule, *more):
-    """A stamp input of the job's whole command line (kvlab/workflow/commands.py builds it as the rule's `run:`
-    spells it), and of ``more`` settings (the inputs a job folds): a changed flag reruns exactly its jobs.
+def job_line(rule):
+    """A params function: the job's command line after `kvlab`, built once (kvlab/workflow/commands.py) for the job,
+    for its stamp (line_stamp) and for `kvlab config`'s check before any job runs; the rule adds its files.
     """
 
     def line(wildcards):
         return commands.LINES[rule](config, **dict(wildcards))
 
-    return stamp(rule, line, *more)
+    return line
+
+
+def line_stamp(rule, *more):
+    """A stamp input of the job's whole command line (:func:`job_line`'s), and of ``more`` settings (the inputs a
+    job folds): a changed flag reruns exactly its jobs."""
+    return stamp(rule, job_line(rule), *more)
 
 
 def code(command):
@@ -96,19 +103,6 @@ def plan_inputs(wildcards):
     workload = commands.plan_workload(config, wildcards.plan)
     inputs = {"code": code("plan"), "model": paths.plan_model(config, wildcards.plan)}
     return with_trace(inputs, workload)
-
-
-def plan_workload_args(wildcards):
-    return commands.workload_args(config, commands.plan_workload(config, wildcards.plan))
-
-
-def plan_block_rules(wildcards):
-    workload = commands.plan_workload(config, wildcards.plan)
-    return commands.cache_args(config, workload, commands.BLOCK_RULES)
-
-
-def block_rules(wildcards):
-    return commands.cache_args(config, wildcards.workload, commands.BLOCK_RULES)
 
 
 def ttft_budgets_inputs(wildcards):

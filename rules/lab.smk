@@ -12,10 +12,9 @@ rule lab_run:
     wildcard_constraints:
         run=paths.name_pattern(config["runs"]),
     params:
-        settings=of(commands.run_settings, "run"),
-        passes=lambda wildcards: commands.listed(config["runs"][wildcards.run]["passes"]),
+        line=job_line("lab_run"),
     run:
-        kvlab("scenario {params.settings} --passes {params.passes}", log, stdout=output[0])
+        kvlab("{params.line}", log, stdout=output[0])
 
 
 rule sweep_point:
@@ -30,10 +29,9 @@ rule sweep_point:
         sweep=paths.name_pattern(config["sweeps"]),
         value=r"\d+",
     params:
-        settings=of(commands.sweep_point_settings, "sweep", "value"),
-        passes=lambda wildcards: commands.listed(config["sweeps"][wildcards.sweep]["passes"]),
+        line=job_line("sweep_point"),
     run:
-        kvlab("scenario {params.settings} --passes {params.passes}", log, stdout=output[0])
+        kvlab("{params.line}", log, stdout=output[0])
 
 
 rule sweep_collect:
@@ -49,9 +47,9 @@ rule sweep_collect:
         sweep=paths.name_pattern(config["sweeps"]),
     localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     params:
-        record=of(commands.sweep_record, "sweep"),
+        line=job_line("sweep_collect"),
     run:
         kvlab(
-            "collect --pass {params.record[pass]} --value {params.record[value]} --out {output:q} {input.points:q}",
+            "{params.line} --out {output:q} {input.points:q}",
             log,
         )

@@ -12,11 +12,10 @@ rule example_measurement:
         "logs/example_measurement.log",
     localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     params:
-        **EXAMPLE,
+        line=job_line("example_measurement"),
     run:
         kvlab(
-            "example-measurement {params.configs} {params.passes} {params.latency} --docs {params.docs}"
-            " --tokens {params.tokens} --jitter {params.jitter} --seed {params.seed} --out {output:q}",
+            "{params.line} --out {output:q}",
             log,
         )
 
@@ -81,12 +80,9 @@ if "real_measurement" in config:
         log:
             "logs/real/fit.log",
         params:
-            setting=commands.real_fit_args(config),
-            fitted_in=commands.real_fit_record(config),
+            line=job_line("real_ttft_fit"),
         run:
             kvlab(
-                "ttft fit --measurement {input.measurement:q} {params.setting}"
-                " --model-config {input.model_config:q} {params.fitted_in}"
-                " --model {output.model:q} --table {output.table:q}",
+                "{params.line} --measurement {input.measurement:q} --model {output.model:q} --table {output.table:q}",
                 log,
             )

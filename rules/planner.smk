@@ -15,13 +15,10 @@ rule mrc_gpu:
         workload=paths.name_pattern(config["mrc"]["workloads"]),
         block_tokens=r"\d+",
     params:
-        workload=of(commands.workload_args, "workload"),
-        rules=block_rules,
-        target=commands.mrc_target(config),
+        line=job_line("mrc_gpu"),
     run:
         kvlab(
-            "mrc {params.workload} --block-tokens {wildcards.block_tokens} {params.rules} {params.target}"
-            " --curve {output.curve:q}",
+            "{params.line} --curve {output.curve:q}",
             log,
             stdout=output.cliffs,
         )
@@ -43,13 +40,10 @@ rule mrc_cpu:
         block_tokens=r"\d+",
         gpu_tokens=r"\d+",
     params:
-        workload=of(commands.workload_args, "workload"),
-        rules=block_rules,
-        target=commands.mrc_target(config),
+        line=job_line("mrc_cpu"),
     run:
         kvlab(
-            "mrc {params.workload} --block-tokens {wildcards.block_tokens} {params.rules} {params.target}"
-            " --gpu-tokens {wildcards.gpu_tokens} --curve {output.curve:q}",
+            "{params.line} --curve {output.curve:q}",
             log,
             stdout=output.cliffs,
         )
@@ -68,12 +62,10 @@ rule plan:
     wildcard_constraints:
         plan=paths.name_pattern(config["plans"]),
     params:
-        workload=plan_workload_args,
-        rules=plan_block_rules,
-        plan=of(commands.plan_flags, "plan"),
+        line=job_line("plan"),
     run:
         kvlab(
-            "plan {params.workload} {params.rules} --model-config {input.model:q} {params.plan}",
+            "{params.line}",
             log,
             stdout=output[0],
         )

@@ -20,6 +20,6 @@ rule plot:
         plot=paths.name_pattern(PLOT_INPUTS),
     localrule: True  # short: in the submitting process on a cluster (docs/cluster.md)
     params:
-        note=of(commands.plot_args, "plot"),
+        line=job_line("plot"),
     run:
-        kvlab("plots {wildcards.plot} {params.note} --out {output:q} {input.artifacts:q}", log)
+        kvlab("{params.line} --out {output:q} {input.artifacts:q}", log)

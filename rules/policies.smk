@@ -14,12 +14,10 @@ rule policy_cliff:
     log:
         "logs/policy_cliff.log",
     params:
-        **CLIFF,
+        line=job_line("policy_cliff"),
     run:
         kvlab(
-            "policies cliff --docs {params.docs} --tokens {params.tokens} --passes {params.passes}"
-            " --gpu-tokens {params.gpu_tokens} --cpu-tokens {params.cpu_tokens} --record-pass {params.record_pass}"
-            " --write-policies {params.write_policies} --out {output:q}",
+            "{params.line} --out {output:q}",
             log,
         )
 
@@ -35,11 +33,9 @@ rule policy_table:
     wildcard_constraints:
         workload=paths.name_pattern(config["policies"]["tables"]["workloads"]),
     params:
-        table=of(commands.policy_table_flags, "workload"),
+        line=job_line("policy_table"),
     run:
         kvlab(
-            "policies table {params.table[workload]} {params.table[rooms]}"
-            " --write-policies {params.table[write_policies]} --evictions {params.table[evictions]}"
-            " {params.table[cache]} --out {output:q}",
+            "{params.line} --out {output:q}",
             log,
         )

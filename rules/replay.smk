@@ -18,12 +18,10 @@ rule replay_point:
         cpu_tokens=r"\d+",
         block_tokens=r"\d+",
     params:
-        workload=of(commands.workload_args, "workload"),
-        cache=of(commands.cache_args, "workload"),
+        line=job_line("replay_point"),
     run:
         kvlab(
-            "replay {params.workload} --gpu-tokens {wildcards.gpu_tokens} --cpu-tokens {wildcards.cpu_tokens}"
-            " --block-tokens {wildcards.block_tokens} {params.cache}",
+            "{params.line}",
             log,
             stdout=output[0],
         )

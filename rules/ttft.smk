@@ -20,13 +20,10 @@ rule ttft_fit:
     log:
         "logs/ttft/fit.log",
     params:
-        setting=commands.setting_args(config["ttft"]["setting"]),
-        fitted_in=commands.example_fit_record(config),
+        line=job_line("ttft_fit"),
     run:
         kvlab(
-            "ttft fit --measurement {input.measurement:q} {params.setting}"
-            " --model-config {input.model_config:q} {params.fitted_in}"
-            " --model {output.model:q} --table {output.table:q}",
+            "{params.line} --measurement {input.measurement:q} --model {output.model:q} --table {output.table:q}",
             log,
         )
 
@@ -43,11 +40,10 @@ rule ttft_sweep:
     wildcard_constraints:
         sweep=paths.name_pattern(config["ttft"]["sweeps"]),
     params:
-        sweep=of(commands.ttft_sweep_flags, "sweep"),
+        line=job_line("ttft_sweep"),
     run:
         kvlab(
-            "ttft sweep --model {input.model:q} {params.sweep[setting]} --passes {params.sweep[passes]}"
-            " --vary {params.sweep[vary]} --grid {params.sweep[grid]} --out {output:q}",
+            "{params.line} --model {input.model:q} --out {output:q}",
             log,
         )
 
@@ -66,13 +62,10 @@ if "budgets" in config["ttft"]:
         wildcard_constraints:
             plan=paths.name_pattern([config["ttft"]["budgets"]["plan"]]),
         params:
-            **BUDGETS,
-            workload=plan_workload_args,
-            rules=plan_block_rules,
+            line=job_line("ttft_budgets"),
         run:
             kvlab(
-                "ttft budgets --model {input.model:q} {params.workload} {params.rules}"
-                " --model-config {input.model_config:q} {params.plan} --cpu-gib-grid {params.budgets} --out {output:q}",
+                "{params.line} --model {input.model:q} --out {output:q}",
                 log,
             )
 
@@ -107,12 +100,10 @@ if "lab" in HARDWARE:
         wildcard_constraints:
             lab_config=paths.name_pattern(HARDWARE["lab"]["configs"]),
         params:
-            lab=of(commands.hardware_lab_flags, "lab_config"),
-            hardware=commands.hardware_flags(config),
+            line=job_line("ttft_hardware_lab"),
         run:
             kvlab(
-                "ttft predict {params.lab[workload]} {params.lab[rooms]} --model-config {input.model_config:q}"
-                " {params.hardware} --per-request {output.requests:q}",
+                "{params.line} --per-request {output.requests:q}",
                 log,
                 stdout=output.priced,
             )
@@ -131,12 +122,10 @@ if "budgets" in HARDWARE:
         wildcard_constraints:
             workload=paths.name_pattern([HARDWARE["budgets"]["workload"]]),
         params:
-            **commands.hardware_budgets_flags(config),
-            hardware=commands.hardware_flags(config),
+            line=job_line("ttft_hardware_budgets"),
         run:
             kvlab(
-                "ttft budgets {params.workload} {params.rules} --model-config {input.model_config:q} {params.plan}"
-                " {params.hardware} --cpu-gib-grid {params.budgets} --out {output:q}",
+                "{params.line} --out {output:q}",
                 log,
             )
 
@@ -159,13 +148,10 @@ if "simulate" in HARDWARE:
             cpu_blocks=r"\d+",
             speedup=r"[0-9][0-9.e+-]*",
         params:
-            **commands.hardware_simulate_flags(config),
-            hardware=commands.hardware_flags(config),
+            line=job_line("ttft_hardware_simulate"),
         run:
             kvlab(
-                "simulate {params.workload} --model-config {input.model_config:q} {params.hardware}"
-                " --cpu-blocks {wildcards.cpu_blocks} --speedup {wildcards.speedup}"
-                " --percentiles {output.percentiles:q}",
+                "{params.line} --percentiles {output.percentiles:q}",
                 log,
                 stdout=output.simulated,
             )

@@ -1,6 +1,7 @@
-"""The command line of every job, built from config.yaml: the flags each rule's ``run:`` line shows come from these
-functions (rules/common.smk's input functions call them), and :func:`job_lines` gives every job's whole line so
-that ``kvlab config`` parses each with its command's own parser before any job runs."""
+"""The command line of every job, built once from config.yaml: each rule runs ``kvlab`` with its job's line (the
+``job_line`` params of rules/common.smk) and the files it adds, the same line is the job's stamp, and
+:func:`job_lines` gives every job's line so that ``kvlab config`` parses each with its command's own parser before
+any job runs."""
 
 import shlex
 from itertools import product
@@ -311,8 +312,8 @@ def plot_args(config, plot):
 REAL_PLOTS = ("real_ttft_per_pass", "real_predicted_vs_measured")
 
 
-# Each rule's command line as its `run:` spells it (rules/*.smk), without the files the rule adds: one function of
-# the config and the job's wildcards per rule (tests/test_rule_commands.py holds each to its rule's line).
+# Each rule's command line, without the files the rule adds: one function of the config and the job's wildcards per
+# rule (the rule's job_line).
 def lab_run(config, run):
     return f"scenario {run_settings(config, run)} --passes {listed(config['runs'][run]['passes'])}"
 
