@@ -228,7 +228,25 @@ def main(argv=None):
     from snakemake.cli import main as snakemake
 
     marked_before_running()
-    snakemake(sys.argv[1:] if argv is None else argv)
+    try:
+        snakemake(sys.argv[1:] if argv is None else argv)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    else:
+        code = 0
+    # Snakemake's scheduler leaves delayed wake-ups (threading.Timer, not daemons) armed after its last pass, and
+    # the interpreter's exit would wait for each to fire, a second each (snakemake/snakemake#3744 reports the extra
+    # passes): the run is over, so the process ends at once, what its jobs keep for later written first (the kernel
+    # database's memo, else written at exit) and its logs and streams flushed.
+    import logging
+
+    database = sys.modules.get("kvlab.latency.database")
+    if database is not None:
+        database.flush()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def marked_before_running():
