@@ -11,6 +11,9 @@ from itertools import product
 
 from kvlab.util.errors import KvlabError, SettingError, describe
 from kvlab.util.files import number_text, shown
+from kvlab.util.settings import check_value
+from kvlab.util.settings import flag as _flag
+from kvlab.util.settings import text as _text
 
 
 def _scalars(document):
@@ -96,45 +99,17 @@ class Grid:
 # --- settings: each checked as the command's flag checks it, the same words on a bad one ------------------------
 
 
-def _flag(name):
-    return "--" + name.replace("_", "-")
-
-
-def _text(value):
-    """What the flag would be given: a number (numpy's too) as its text, as the flags' converters read text."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, numbers.Real):
-        return repr(float(value))
-    return value
-
-
 class _Keyword(TypeError):
     """A keyword the function does not take (Python's own words for it)."""
 
 
 def _setting(name, convert, value):
     """``value`` through the converter of flag ``--name``; SettingError as argparse words it."""
-    if value is None:
-        return None
-    try:
-        return convert(_text(value))
-    except (ValueError, TypeError) as error:
-        raise SettingError(f"argument {_flag(name)}: {error}") from None
+    return check_value(name, {"choices": None, "switch": None, "convert": convert}, value)
 
 
 def _choice(name, value, choices):
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in choices:
-        raise SettingError(
-            f"argument {_flag(name)}: invalid choice: {shown(value)} (choose from {', '.join(map(repr, choices))})"
-        )
-    return value
+    return check_value(name, {"choices": tuple(choices), "switch": None, "convert": None}, value)
 
 
 def _switch(name, value):

@@ -43,9 +43,8 @@ def setting(
     API, to the value; ValueError with its own message), ``choices`` (the values allowed), ``switch`` (a bool: ``"on"``
     a flag alone sets it, ``"both"`` a ``--name``/``--no-name`` pair). How the flag shows: ``group`` (its argument
     group's title), ``exclusive`` (``(name, required)``: one flag at most of that name's group, one at least where
-    required), ``grid`` (where the command takes a grid: a comma-separated list of values, one result each; the words
-    naming its items),
-    ``renamed`` (its former spelling, still read), ``metavar``."""
+    required), ``grid`` (where the command takes a grid: a comma-separated list of values, one result each; the
+    words naming its items), ``renamed`` (its former spelling, still read), ``metavar``."""
     metadata = {"help": help, "convert": convert, "choices": choices, "switch": switch, "group": group}
     metadata |= {"exclusive": exclusive, "grid": grid, "renamed": renamed, "metavar": metavar}
     return field(default=default, metadata=metadata)
