@@ -4,7 +4,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 
 from kvlab.api.common import _bound, _declared, _grid, _meter, _ratio, _Result, _switch, compile_notice, workload_of
-from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
 from kvlab.util.settings import Declared, setting
@@ -36,19 +36,8 @@ class CurveSettings(Declared):
         group=CACHE,
         help="with --gpu-tokens: the disk tier's curve below this CPU room in tokens (kvlab/cache/tiers.py)",
     )
-    partial_blocks: str = setting(
-        "drop",
-        choices=PARTIAL_BLOCKS,
-        group=CACHE,
-        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
-    )
-    eviction_order: str = setting(
-        "tail-first",
-        choices=EVICTION_ORDERS,
-        group=CACHE,
-        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
-        " head first",
-    )
+    partial_blocks: str = partial_blocks_setting(CACHE)
+    eviction_order: str = eviction_order_setting(CACHE)
     target_hit_ratio: float | None = setting(
         None,
         convert=_ratio,

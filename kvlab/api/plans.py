@@ -24,11 +24,11 @@ from kvlab.api.common import (
     workload_of,
 )
 from kvlab.cache.costs import WINDOW_RULES
-from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.serving import OFFLOADING
-from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
+from kvlab.sizing.model_size import MAX_GIB, decimal_gib, kv_dtype_setting
 from kvlab.util.errors import SettingError
 from kvlab.util.files import dump_json
 from kvlab.util.settings import Declared, setting
@@ -105,31 +105,15 @@ class PlanSettings(Declared):
     tp: int = setting(
         1, convert=whole_number(1, 2**20), group="model", help="tensor-parallel degree (default 1); rooms are per GPU"
     )
-    kv_dtype: str = setting(
-        "auto",
-        choices=tuple(KV_DTYPES),
-        group="model",
-        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
-    )
+    kv_dtype: str = kv_dtype_setting("model")
     chunk_tokens: int | None = setting(
         None,
         convert=whole_number(1),
         group="cache",
         help="tokens per chunk (default 256, LMCache's; mooncake: 512 or a multiple of it)",
     )
-    partial_blocks: str = setting(
-        "drop",
-        choices=PARTIAL_BLOCKS,
-        group="cache",
-        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
-    )
-    eviction_order: str = setting(
-        "tail-first",
-        choices=EVICTION_ORDERS,
-        group="cache",
-        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
-        " head first",
-    )
+    partial_blocks: str = partial_blocks_setting("cache")
+    eviction_order: str = eviction_order_setting("cache")
     write_policy: str = setting(
         "write-through",
         choices=tuple(WRITE_POLICIES),

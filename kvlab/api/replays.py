@@ -14,7 +14,7 @@ from kvlab.api.common import (
     workload_of,
 )
 from kvlab.cache.eviction import EVICTION_POLICIES
-from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
+from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
 from kvlab.serving import SERVERS
 from kvlab.util.errors import KvlabError, SettingError
@@ -44,19 +44,8 @@ class ReplaySettings(Declared):
         help="tokens per block (default: the workload's: 256, LMCache's chunk; mooncake: 512, the trace's, a multiple"
         " of it or a divisor, as 64)",
     )
-    partial_blocks: str = setting(
-        "drop",
-        choices=PARTIAL_BLOCKS,
-        group=CACHE_GROUP,
-        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
-    )
-    eviction_order: str = setting(
-        "tail-first",
-        choices=EVICTION_ORDERS,
-        group=CACHE_GROUP,
-        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
-        " head first",
-    )
+    partial_blocks: str = partial_blocks_setting(CACHE_GROUP)
+    eviction_order: str = eviction_order_setting(CACHE_GROUP)
     write_policy: str = setting(
         "write-through",
         choices=tuple(WRITE_POLICIES),

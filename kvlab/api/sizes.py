@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from kvlab.api.common import _bound, _declared, _frame, _grid, _Result
-from kvlab.sizing.model_size import KV_DTYPES, MAX_GIB, decimal_gib
+from kvlab.sizing.model_size import MAX_GIB, decimal_gib, kv_dtype_setting
 from kvlab.util.errors import SettingError
 from kvlab.util.files import dump_json
 from kvlab.util.numbers import MAX_WHOLE
@@ -19,11 +19,7 @@ class SizeSettings(Declared):
 
     model_config: str = setting(convert=name_or_file, metavar="FILE", help="the model's Hugging Face config.json")
     tp: int = setting(1, convert=whole_number(1, 2**20), help="tensor-parallel ranks (default 1)")
-    kv_dtype: str = setting(
-        "auto",
-        choices=tuple(KV_DTYPES),
-        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
-    )
+    kv_dtype: str = kv_dtype_setting()
     tokens: int | None = setting(
         None, convert=whole_number(0, MAX_WHOLE), exclusive=("amount", False), help="the GiB a prompt this long takes"
     )

@@ -20,6 +20,8 @@ filled):
 Tier calls are batched: one per request, tier and run of blocks with the same treatment.
 """
 
+from kvlab.util.settings import setting as declared
+
 from .eviction import EVICTION_POLICIES
 from .eviction.opt import Future
 
@@ -205,6 +207,27 @@ class Blocks:
             return [(method, start, end, self.block)]
         partial = (method, full, end, self.last)  # end is full + 1: the kept partial block
         return [(method, start, full, self.block), partial] if start < full else [partial]
+
+
+def partial_blocks_setting(group=None):
+    """The ``partial_blocks`` setting, as every command that takes it declares it (kvlab/util/settings.py)."""
+    return declared(
+        "drop",
+        choices=PARTIAL_BLOCKS,
+        group=group,
+        help="store a request's last partial block or not (default %(default)s: only full blocks are cached)",
+    )
+
+
+def eviction_order_setting(group=None):
+    """The ``eviction_order`` setting, as every command that takes it declares it."""
+    return declared(
+        "tail-first",
+        choices=EVICTION_ORDERS,
+        group=group,
+        help="within a request, evict the tail before the head (default %(default)s, as vLLM and LMCache) or the"
+        " head first",
+    )
 
 
 def check_settings(block_tokens, partial_blocks, eviction_order, tiers):

@@ -22,7 +22,7 @@ from kvlab.latency import roofline
 from kvlab.latency.transfer import DISK_HARDWARE, DISK_MEDIA, Link
 from kvlab.serving import ENGINES as SERVING
 from kvlab.serving import OFFLOADING
-from kvlab.sizing.model_size import KV_DTYPES
+from kvlab.sizing.model_size import kv_dtype_setting
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import number_in
 from kvlab.util.settings import Declared, name_or_file, nonempty_text, setting
@@ -101,9 +101,7 @@ class HardwareSettings(Declared):
         choices=ALL_REDUCES,
         help="the roofline's tensor-parallel all-reduces: ring (default) or none (Mooncake's Eq. 2 assumes none)",
     )
-    kv_dtype: str = setting(
-        "auto", choices=tuple(KV_DTYPES), help="the element the KV cache is stored in (default %(default)s)"
-    )
+    kv_dtype: str = kv_dtype_setting()
     disk_medium: str = setting(
         "nvme",
         choices=tuple(DISK_MEDIA),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kvlab.util.files import MAX_FILE_BYTES, number_text, read_json, shown
 from kvlab.util.numbers import GIB
+from kvlab.util.settings import setting
 
 __all__ = [
     "GIB",
@@ -423,4 +424,14 @@ def no_tokens(shape):
     return (
         "the model caches no KV per token" + (f" ({kept})" if kept else "") + ", so a GiB holds no number of"
         " tokens and there is no CPU budget to plan (kvlab size shows what it holds per request)"
+    )
+
+
+def kv_dtype_setting(group=None):
+    """The ``kv_dtype`` setting, as every command that takes it declares it (kvlab/util/settings.py)."""
+    return setting(
+        "auto",
+        choices=tuple(KV_DTYPES),
+        group=group,
+        help="the element the KV cache is stored in (default auto: the model's, a float32 one served in 16 bits)",
     )
