@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kvlab.util import kernels
 from kvlab.workflow import freshness
+from kvlab.workflow.kernels import PARTS
 from kvlab.workloads import Request, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +43,6 @@ sys.dont_write_bytecode = False
 
 KERNELS_LOCK = "kernels.lock"  # in this run's temporary folder: held while the kernels compile beside the workers
 WARMING = pytest.StashKey[list]()  # the processes that compile them
-# kvlab.workflow.kernels.warm() in two processes at once, on two cores: kvlab simulate's loop (about 25 s of compiling
-# alone) in one, the other kernels in the other.
-WARM = (
-    "from kvlab.workflow.kernels import _jit; _jit()",
-    "from kvlab.workflow.kernels import _simulate; _simulate()",
-)
 
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin's (this run's temporary folder)
@@ -60,7 +55,10 @@ def pytest_configure(config):
         return
     lock = open(config._tmp_path_factory.getbasetemp() / KERNELS_LOCK, "w")  # noqa: SIM115 - the children hold it
     fcntl.flock(lock, fcntl.LOCK_EX)
-    warming = [subprocess.Popen([sys.executable, "-c", part], cwd=ROOT, pass_fds=(lock.fileno(),)) for part in WARM]
+    warming = [  # kvlab.workflow.kernels' parts side by side, as kvlab run compiles them
+        subprocess.Popen([sys.executable, "-m", "kvlab.workflow.kernels", part], cwd=ROOT, pass_fds=(lock.fileno(),))
+        for part in PARTS
+    ]
     lock.close()  # the children's copies keep the lock until both have exited
     workers = config.getoption("dist", "no") != "no" and config.getoption("tx", None)  # as pytest-xdist decides
     if workers and not config.getoption("collectonly"):

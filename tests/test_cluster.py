@@ -1,8 +1,8 @@
 """The workflow runs unchanged through a Snakemake executor plugin, as on a cluster: profiles/cluster-generic submits
 every job through its submit.sh, which runs Snakemake's job script as a process of its own, from an empty
 environment, sharing only the file system. In a copy of the regenerated project (without Snakemake's metadata),
-one output of every rule is removed; `kvlab run` with the profile redoes those jobs and what reads them, each as
-a submitted job, and every artifact is then byte for byte the committed one."""
+one output of every rule is removed; `kvlab run` with the profile and those outputs as its targets redoes those jobs,
+each as a submitted job, and every artifact is then byte for byte the committed one."""
 
 import re
 import shutil
@@ -39,7 +39,7 @@ def cluster_run(regenerated, tmp_path_factory):
     removed = {rule: paths[0] for rule, paths in outputs_by_rule(folder).items()}
     for path in removed.values():
         (folder / path).unlink()
-    done = run_pipeline(folder, "--profile", PROFILE)
+    done = run_pipeline(folder, "--profile", PROFILE, *removed.values())
     assert done.returncode == 0, done.stdout + done.stderr
     return folder, removed, done.stdout + done.stderr
 
@@ -70,14 +70,14 @@ def test_the_run_through_the_plugin_makes_the_committed_results(cluster_run):
 def test_every_job_went_through_the_submit_script_and_succeeded(cluster_run):
     """Each job the run started (a `rule` block in its log) is one job that submit.sh started, under the id
     Snakemake reports, but for the short rules the workflow marks local (drawn, copied, folded in the submitting
-    process, a `localrule` block) and `all`; every rule of the workflow was among them, and every job's own exit
+    process, a `localrule` block); every rule of the workflow was among them, and every job's own exit
     status, written beside its output, is 0."""
     folder, removed, output = cluster_run
     jobs, local = submitted(folder), local_rules()
     assert {"plot", "measurement_copy"} <= local  # the figures and the copy at least
     started = re.findall(r"^rule (\w+):$", output, flags=re.MULTILINE)
     assert Counter(jobs.values()) == Counter(started)
-    assert set(re.findall(r"^localrule (\w+):$", output, flags=re.MULTILINE)) == {"all"} | (local & set(removed))
+    assert set(re.findall(r"^localrule (\w+):$", output, flags=re.MULTILINE)) == local & set(removed)
     assert set(re.findall(r"with external jobid '([^']+)'", output)) == set(jobs)
     assert set(jobs.values()) == set(removed) - local
     for job in jobs:

@@ -316,17 +316,15 @@ def cliffs(curve, target=None):
 
 
 def curve_csv(curve, tier):
-    """The curve as CSV text: one row per step (its room), the hit tokens per round and in all, the hit ratio."""
-    import pandas as pd
+    """The curve as CSV text: one row per step (its room), the hit tokens per round and in all, the hit ratio (6
+    decimals; empty where no token came in)."""
+    import numpy as np
 
-    table = pd.DataFrame({f"{tier}_tokens": curve.capacities})
-    for index, name in enumerate(curve.rounds):
-        table[f"{name}_{tier}_hit_tokens"] = curve.values[index]
-    table[f"{tier}_hit_tokens"] = curve.total()
+    total = curve.total()
     inputs = int(curve.inputs.sum())
-    table["token_hit_ratio"] = (
-        ((table[f"{tier}_hit_tokens"] + int(curve.base.sum())) / inputs).round(6) if inputs else None
-    )
-    from kvlab.util.files import frame_csv
-
-    return frame_csv(table)
+    columns = {f"{tier}_tokens": curve.capacities}
+    columns |= {f"{name}_{tier}_hit_tokens": curve.values[index] for index, name in enumerate(curve.rounds)}
+    columns[f"{tier}_hit_tokens"] = total
+    columns["token_hit_ratio"] = np.round((total + int(curve.base.sum())) / inputs, 6) if inputs else [""] * len(total)
+    rows = zip(*(np.asarray(values).tolist() for values in columns.values()), strict=True)
+    return "".join(",".join(map(str, row)) + "\n" for row in [columns, *rows])

@@ -1,11 +1,8 @@
-"""A warm-up that compiles every cached kernel once (``python -m kvlab.workflow.kernels``): ``kvlab run`` calls it
-before the jobs start, so parallel jobs load what it compiled instead of each compiling the same kernels."""
+"""A warm-up that compiles every cached kernel once (``python -m kvlab.workflow.kernels [PART...]``): ``kvlab run``
+calls it, a process per part, before the jobs start, so parallel jobs load what it compiled instead of each compiling
+the same kernels."""
 
-
-def warm():
-    """Run every compiled path once on tiny workloads, compiling (and caching) what the cache lacks."""
-    _jit()
-    _simulate()
+import sys
 
 
 def _jit():
@@ -71,5 +68,14 @@ def _simulate():
             compiled.run(workload, EngineSettings(), rules, 32, 8, block, _FlatCost(), Arrivals(), True, True, meter)
 
 
+PARTS = {"jit": _jit, "simulate": _simulate}  # what each part compiles: about the same time each
+
+
+def warm(parts=PARTS):
+    """Run the compiled paths of ``parts`` once on tiny workloads, compiling (and caching) what the cache lacks."""
+    for part in parts:
+        PARTS[part]()
+
+
 if __name__ == "__main__":
-    warm()
+    warm(sys.argv[1:] or PARTS)

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from kvlab.util.kernels import compiled
+from kvlab.workflow.kernels import PARTS
 
 __all__ = ["LOCK", "RunError", "hold_lock", "run_pipeline", "snakemake_sources"]
 
@@ -89,12 +90,15 @@ def clean_dead_run(folder, snakemake):
 
 
 def warm_kernels(folder):
-    """Compile the folder's kernels once before the jobs start, rather than in every job that starts at once."""
+    """Compile the folder's kernels once before the jobs start, rather than in every job that starts at once: its two
+    parts (:mod:`kvlab.workflow.kernels`) side by side."""
     package = Path(folder, "kvlab")
     if compiled(package):
         return
     print("kvlab: compiling the kernels once (numba, cached beside the code) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "kvlab.workflow.kernels"], cwd=folder)  # a failure shows in the jobs
+    parts = [subprocess.Popen([sys.executable, "-m", "kvlab.workflow.kernels", part], cwd=folder) for part in PARTS]
+    for process in parts:
+        process.wait()  # a failure shows in the jobs
 
 
 CONFIG_FLAGS = ("--conf", "--prof", "--workflow-p", "--repl", "--dir")  # what starts any flag that sets the config
