@@ -134,7 +134,8 @@ def put(mapping, key, value):
 
 def targets(config):
     """Every artifact of ``config`` but the figures."""
-    return [path for path in paths.all_targets(config) if path not in map(paths.plot_path, paths.plot_inputs(config))]
+    figures = set(map(paths.plot_path, paths.plot_inputs(config)))
+    return [path for path in paths.all_targets(config) if path not in figures]
 
 
 def write_config(folder, config):
