@@ -2,6 +2,7 @@
 
 import contextlib
 import fcntl
+import importlib
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import yaml
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from kvlab.cli import COMMANDS
 from kvlab.util import kernels
 from kvlab.workflow import freshness
 from kvlab.workflow.kernels import PARTS
@@ -93,6 +95,22 @@ def pytest_collection_modifyitems(items):
 def load_config():
     """The committed config.yaml as a dict (a fresh copy each call)."""
     return yaml.load((ROOT / "config.yaml").read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)  # libyaml: faster
+
+
+def command_parsers():
+    """``{prog: parser}`` of every kvlab command and subcommand, built by the command's own ``build_parser``; the lab
+    scripts' commands are left out."""
+    parsers, todo = {}, []
+    for name, (module_name, _) in COMMANDS.items():
+        module = importlib.import_module(f"kvlab.cli.{module_name}")
+        if not hasattr(module, "build_parser"):
+            continue  # a lab script's own parser (kvlab scenario, kvlab summarize): the handout's flags
+        todo.append(module.build_parser(f"kvlab {name}"))
+    while todo:
+        parser = todo.pop()
+        parsers[parser.prog] = parser
+        todo += parser.subcommands.values()
+    return parsers
 
 
 def run_python(*args, cwd=ROOT, **kwargs):

@@ -2,11 +2,13 @@
 command and a keyword of its Python function, and a bad value is refused by both in one and the same line (argparse's
 words). The fields are read from the declarations, never listed here."""
 
+import ast
 import dataclasses
 import inspect
+import re
 
 import pytest
-from conftest import kvlab
+from conftest import KVLAB, command_parsers, kvlab
 
 from kvlab import api
 from kvlab.api.curves import CurveSettings
@@ -17,6 +19,7 @@ from kvlab.latency.hardware import HardwareSettings
 from kvlab.simulator.arrivals import Arrivals
 from kvlab.simulator.settings import EngineSettings
 from kvlab.util.errors import SettingError
+from kvlab.util.settings import flag as flag_of
 
 MODEL = "models/Llama-3.1-8B-Instruct/config.json"
 LAB = {"workload": "lab", "docs": 2, "tokens": 10}
@@ -79,3 +82,50 @@ def test_a_bad_value_is_one_line_in_the_command_and_the_function_alike(command, 
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == f"kvlab {' '.join(command)}: error: {raised.value}\n"
     assert str(raised.value).startswith(f"argument {flag(name)}: "), str(raised.value)
+
+
+# --- every argument of every command is made from a declaration ------------------------------------------------
+
+OPTION = re.compile(r"^  (?:-h, )?(--[a-z][a-z0-9-]*)(?:, (--no-[a-z0-9-]+))?", re.MULTILINE)
+
+
+def derived(found):
+    """The flags a declared field gives: its name with dashes (or its declared spelling), and a switch's negation."""
+    spelled = flag_of(found.name, found.metadata)
+    return [spelled, "--no-" + spelled[2:]] if found.metadata["switch"] == "both" else [spelled]
+
+
+@pytest.mark.parametrize("prog", sorted(command_parsers()))
+def test_every_flag_of_every_command_is_derived_from_a_declaration(prog):
+    """What --help lists is exactly what the command's declared fields give: no flag made by hand."""
+    parser = command_parsers()[prog]
+    shown = parser.format_help()
+    listed = {name for pair in OPTION.findall(shown) for name in pair if name} - {"--help"}
+    options = [found for spelled, found in parser.declared if not found.metadata["positional"]]
+    assert listed == {name for found in options for name in derived(found)}
+    section = shown.partition("positional arguments:\n")[2].split("\n\n")[0]
+    positionals = ["{" if name.startswith("{") else name for name in re.findall(r"^  (\S+)", section, flags=re.M)]
+    declared = [found for _, found in parser.declared if found.metadata["positional"]]
+    expected = ["{" if found.metadata["choices"] else found.name for found in declared]
+    assert positionals == expected + ["{"] * bool(parser.subcommands)  # a choice shows as {a,b,...}
+
+
+def test_no_argument_is_made_outside_the_one_builder():
+    """``add_argument`` is called in kvlab/cli/base.py's ``add_arguments`` only, and in the lab's stand-alone
+    scripts (they import nothing of kvlab: the handout's standard-library files)."""
+    found = []
+    for path in sorted(KVLAB.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        if not any("kvlab" in (getattr(node, "module", None) or "") for node in imports):
+            continue  # stand-alone
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.Module)):
+                continue
+            calls = [node for node in ast.iter_child_nodes(function) if not isinstance(node, ast.FunctionDef)]
+            for node in (inner for call in calls for inner in ast.walk(call)):
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                    name = getattr(function, "name", "<module>")
+                    found.append(f"{path.relative_to(KVLAB.parent)}:{node.lineno} ({name})")
+    assert {entry.split(":")[0] for entry in found} == {"kvlab/cli/base.py"}, found
+    assert all(entry.endswith("(add_arguments)") for entry in found), found

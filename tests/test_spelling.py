@@ -3,17 +3,16 @@ budget ``*_gib``, in flags and config keys alike. The former spellings work for 
 its new one after one line on stderr (kvlab/cli/base.py, ``deprecated``), a config key is renamed as the file is
 loaded, after one line naming the file and the new key (kvlab/workflow/config.py, ``RENAMED``)."""
 
-import argparse
-import importlib
 import json
 import re
 
 import pytest
 import yaml
-from conftest import ROOT, kvlab
+from conftest import ROOT, command_parsers, kvlab
 
 from kvlab.cli import COMMANDS
 from kvlab.cli.base import respelled
+from kvlab.util.settings import setting
 from kvlab.workflow import config as config_file
 
 QWEN = "models/Qwen2.5-1.5B-Instruct/config.json"
@@ -194,70 +193,35 @@ NOT_ROOMS |= {"--gpu-memory-utilization"}  # vLLM's flag: the share of GPU memor
 NOT_BUDGETS = {"--max-memory"}  # this machine's memory for the command itself (8G, 512M), not a cache's
 
 
-def command_parsers():
-    """``{prog: parser}`` of every kvlab command and subcommand, built as the command builds it (its ``run``
-    caught before it parses); the lab scripts' commands are left out."""
-    parsers = {}
-    for name, (module_name, _) in COMMANDS.items():
-        module = importlib.import_module(f"kvlab.cli.{module_name}")
-        built = []
-
-        def caught(build, execute, argv, prog, built=built):
-            built.append(build(prog))
-            return 0
-
-        if not hasattr(module, "run"):
-            assert name in LAB_CONTRACT, name
-            continue
-        original = module.run
-        module.run = caught
-        try:
-            module.main([], f"kvlab {name}")
-        finally:
-            module.run = original
-        (parser,) = built
-        todo = [parser]
-        while todo:
-            parser = todo.pop()
-            parsers[parser.prog] = parser
-            for action in parser._actions:
-                if isinstance(action, argparse._SubParsersAction):
-                    todo += action.choices.values()
-    assert set(COMMANDS) - {prog.split()[1] for prog in parsers} == LAB_CONTRACT
-    return parsers
-
-
-def misspelled(action):
-    """Why a visible flag spells a room or a budget otherwise than ``--gpu-tokens``/``--cpu-tokens``/
-    ``--block-tokens`` or ``*-gib``, or None."""
-    for flag in action.option_strings:
-        words = flag.lstrip("-").split("-")
-        if flag in NOT_ROOMS | NOT_BUDGETS:
-            continue
+def misspelled(spelled, metadata):
+    """Why a visible flag (``spelled``, declared with ``metadata``) spells a room or a budget otherwise than
+    ``--gpu-tokens``/``--cpu-tokens``/``--block-tokens`` or ``*-gib``, or None."""
+    words = spelled.lstrip("-").split("-")
+    if spelled.startswith("--") and spelled not in NOT_ROOMS | NOT_BUDGETS:
         if {"gb", "gigabytes", "mb", "room", "capacity", "budget"} & set(words):
-            return f"{flag}: a room is *-tokens, a budget *-gib"
+            return f"{spelled}: a room is *-tokens, a budget *-gib"
         if words[0] in ("gpu", "cpu", "block") and not ROOM_WORDS & set(words[1:]):
-            return f"{flag}: a room is --{words[0]}-tokens" + ("" if words[0] == "block" else f" or --{words[0]}-gib")
-    metavar = action.metavar if isinstance(action.metavar, str) else ""
-    if re.search(r"\b(GPU|CPU)\b", metavar):
-        return f"{action.option_strings}: metavar {metavar}: a room is GPU_TOKENS, CPU_TOKENS"
-    if action.choices is not None and not isinstance(action.choices, dict):
-        if {"gpu", "cpu"} & set(action.choices):
-            return f"{action.option_strings}: a choice of room is gpu_tokens, cpu_tokens"
+            return f"{spelled}: a room is --{words[0]}-tokens" + (
+                "" if words[0] == "block" else f" or --{words[0]}-gib"
+            )
+    if re.search(r"\b(GPU|CPU)\b", metadata["metavar"] or ""):
+        return f"{spelled}: metavar {metadata['metavar']}: a room is GPU_TOKENS, CPU_TOKENS"
+    if {"gpu", "cpu"} & set(metadata["choices"] or ()):
+        return f"{spelled}: a choice of room is gpu_tokens, cpu_tokens"
     return None
 
 
 def test_no_visible_flag_spells_a_room_or_a_budget_otherwise():
     parsers = command_parsers()
+    assert {prog.split()[1] for prog in parsers} == set(COMMANDS) - LAB_CONTRACT
     assert {"kvlab plan", "kvlab ttft sweep", "kvlab ttft budgets", "kvlab replay", "kvlab mrc"} <= set(parsers)
     found = []
     for prog, parser in parsers.items():
-        for action in parser._actions:
-            if action.help == argparse.SUPPRESS:
-                continue
-            problem = misspelled(action)
-            if problem:
-                found.append(f"{prog} {problem}")
+        found += [
+            f"{prog} {problem}"
+            for spelled, field in parser.declared
+            if (problem := misspelled(spelled, field.metadata))
+        ]
         text = parser.format_help()
         found += [f"{prog}: the deprecated {old} shows in --help" for old in parser.renamed if f"{old} " in text]
     assert found == []
@@ -265,13 +229,12 @@ def test_no_visible_flag_spells_a_room_or_a_budget_otherwise():
 
 def test_the_walk_finds_a_misspelling():
     """The checker itself: the former spellings are what it refuses."""
-    parser = argparse.ArgumentParser()
     for flag in ("--cpu-gb", "--gpu", "--cpu-room"):
-        assert misspelled(parser.add_argument(flag)), flag
-    assert misspelled(parser.add_argument("--config", metavar="NAME:GPU,CPU"))
-    assert misspelled(parser.add_argument("--vary", choices=("gpu", "cpu")))
+        assert misspelled(flag, setting(help="").metadata), flag
+    assert misspelled("--config", setting(help="", metavar="NAME:GPU,CPU").metadata)
+    assert misspelled("--vary", setting(help="", choices=("gpu", "cpu")).metadata)
     for flag in ("--gpu-tokens", "--cpu-gib-grid", "--block-tokens", "--gpu-eviction", "--gib"):
-        assert misspelled(parser.add_argument(flag)) is None, flag
+        assert misspelled(flag, setting(help="").metadata) is None, flag
 
 
 def test_the_scenario_wrapper_keeps_the_lab_contracts_flags():

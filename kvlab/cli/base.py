@@ -60,6 +60,10 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store", Once)
         self.outputs = []
         self.renamed = {}  # a deprecated spelling -> its new one (:func:`deprecated`)
+        self.declared = []  # (flag or positional name, its declared field): what :func:`add_arguments` made, in order
+        self.groups = {}  # argument groups by title (:meth:`group`)
+        self.subcommands = {}  # name -> its parser (:meth:`subcommand`)
+        self._commands = None
 
     def parse_known_args(self, args=None, namespace=None):
         """As argparse's, but a deprecated spelling (:func:`deprecated`) is said on stderr and read as its new one."""
@@ -85,15 +89,22 @@ class Parser(argparse.ArgumentParser):
         error.prog = self.prog
         raise error
 
-    def add_input(self, *names, **kwargs):
-        """An argument naming input file(s): an output may not be one of them (:func:`input_file`)."""
-        return self.add_argument(*names, type=input_file, **kwargs)
+    def subcommand(self, name, help):
+        """A subcommand's own parser (``kvlab ttft fit``), which the parsed arguments name (``args.parser``)."""
+        if self._commands is None:
+            self._commands = self.add_subparsers(dest="command", required=True, parser_class=Parser)
+        child = self._commands.add_parser(name, help=help)
+        child.set_defaults(parser=child)
+        self.subcommands[name] = child
+        return child
 
-    def add_output(self, *names, **kwargs):
-        """An argument naming an output file: written together with the others, never over an input."""
-        action = self.add_argument(*names, type=output_file, **kwargs)
-        self.outputs.append(action.dest)
-        return action
+    def group(self, title):
+        """The argument group ``title`` (made on first use); the parser itself for None."""
+        if title is None:
+            return self
+        if title not in self.groups:
+            self.groups[title] = self.add_argument_group(title)
+        return self.groups[title]
 
     def files(self, args, dests):
         found = []
@@ -125,53 +136,65 @@ def argument(convert):
     return parse
 
 
-def add_arguments(parser, settings, skip=(), optional=False, helps=None, grid=False, defaults=None, groups=None):
-    """The flags of every declared field of the dataclass ``settings`` (kvlab/util/settings.py) but ``skip``: in
-    ``parser`` (a parser or an argument group), or in the argument group its declaration names (``groups``' by its
-    title, else made in ``parser``);
-    a field without a default is required unless ``optional``; ``helps`` and ``defaults`` replace a flag's help and
-    default; with ``grid``, a field the declaration marks takes a comma-separated list. The one place a flag of a
-    declared setting is made."""
-    groups, exclusive = dict(groups or {}), {}
+def add_arguments(parser, settings, skip=(), optional=False, helps=None, grid=False, defaults=None, title=None):
+    """The arguments of every declared field of the dataclass ``settings`` (kvlab/util/settings.py) but ``skip``, in
+    the :class:`Parser` ``parser``: in the argument group ``title``, else in the one its declaration names (each made
+    once per parser), else in the parser; a field without a default is required unless ``optional``; ``helps`` and
+    ``defaults`` replace an argument's help and default; with ``grid``, a field the declaration marks takes a
+    comma-separated list. The one place an argument of a command is made: each is recorded, with its field, in
+    ``parser.declared``."""
+    exclusive = {}
     for found in fields(settings):
         name, metadata = found.name, found.metadata
         if name in skip or not metadata:
             continue
-        target = parser
-        if metadata["group"] is not None:
-            if metadata["group"] not in groups:
-                groups[metadata["group"]] = parser.add_argument_group(metadata["group"])
-            target = groups[metadata["group"]]
+        target = parser.group(title or metadata["group"])
         if metadata["exclusive"] is not None:
             key, required = metadata["exclusive"]
             if key not in exclusive:
                 exclusive[key] = target.add_mutually_exclusive_group(required=required and not optional)
             target = exclusive[key]
         help_text = (helps or {}).get(name, metadata["help"])
+        spelled = name if metadata["positional"] else flag(name, metadata)
+        parser.declared.append((spelled, found))
         if metadata["switch"] == "on":
-            target.add_argument(flag(name), action="store_true", help=help_text)
+            target.add_argument(spelled, action="store_true", help=help_text)
             continue
         if metadata["switch"] == "both":
-            target.add_argument(
-                flag(name), action=argparse.BooleanOptionalAction, default=found.default, help=help_text
-            )
+            target.add_argument(spelled, action=argparse.BooleanOptionalAction, default=found.default, help=help_text)
             continue
         missing = found.default is MISSING
-        choices, convert = metadata["choices"], metadata["convert"]
-        if convert is not None:
-            convert = listing(convert, metadata["grid"]) if grid and metadata["grid"] else argument(convert)
         default = (defaults or {}).get(name, None if missing else found.default)
-        target.add_argument(
-            flag(name),
-            required=missing and not optional and metadata["exclusive"] is None,
-            default=default,
-            choices=choices,
-            type=convert,
-            metavar=metadata["metavar"] or (None if choices else name.upper()),
-            help=help_text,
-        )
+        options = {"default": default, "help": help_text, "nargs": metadata["nargs"], "type": converter(metadata, grid)}
+        if metadata["choices"] is not None:
+            options["choices"] = metadata["choices"]
+        if metadata["metavar"] or not (metadata["choices"] or metadata["positional"]):
+            options["metavar"] = metadata["metavar"] or name.upper()
+        if metadata["repeat"]:
+            options["action"] = "append"
+        if metadata["const"] is not None:
+            options["const"] = metadata["const"]
+        if metadata["positional"]:
+            action = target.add_argument(spelled, **options)
+        else:
+            required = missing and not optional and metadata["exclusive"] is None
+            action = target.add_argument(spelled, dest=name, required=required, **options)
+        if metadata["file"] == "output":
+            parser.outputs.append(action.dest)
         if metadata["renamed"] is not None:
-            deprecated(parser, metadata["renamed"], flag(name))
+            deprecated(parser, metadata["renamed"], spelled)
+
+
+def converter(metadata, grid):
+    """The argparse type of a declared field: its file's, its grid's or its converter's (None: the text as given)."""
+    if metadata["nargs"] == argparse.REMAINDER:
+        return None
+    if metadata["file"] is not None:
+        return input_file if metadata["file"] == "input" else output_file
+    convert = metadata["convert"]
+    if convert is None:
+        return None
+    return argument(listing(convert, metadata["grid"]) if grid and metadata["grid"] else convert)
 
 
 def input_file(given):
@@ -198,7 +221,7 @@ def summary(doc):
 
 
 def listing(convert, what):
-    """An argparse type for a comma-separated list of distinct items, each checked by ``convert``."""
+    """A converter of a comma-separated list of distinct items, each checked by ``convert``."""
 
     def parse(text):
         items = text.split(",")
@@ -210,7 +233,7 @@ def listing(convert, what):
         return items
 
     parse.__name__ = what
-    return argument(parse)
+    return parse
 
 
 def one_of(valid, what):

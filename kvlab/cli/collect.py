@@ -1,19 +1,27 @@
 """``kvlab collect``: fold a lab sweep's scenario outputs (one file per grid value) into one artifact."""
 
-from kvlab.cli.base import Outputs, Parser, argument, run
+from dataclasses import dataclass
+
+from kvlab.cli.base import Outputs, Parser, add_arguments, run
 from kvlab.report.sweep import VALUES
 from kvlab.util.files import dump_json
+from kvlab.util.settings import setting
 from kvlab.workloads import whole_number
+
+
+@dataclass
+class CollectSettings:
+    pass_number: int = setting(help="the pass (1-based)", convert=whole_number(1), option="--pass")
+    value: str = setting(help="what to record of that pass", choices=sorted(VALUES))
+    out: str = setting(help="the sweep artifact to write", file="output")
+    points: list = setting(
+        help="point files in grid order, each named <grid value>.json", file="input", positional=True, nargs="+"
+    )
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=main.__doc__)
-    parser.add_argument(
-        "--pass", dest="pass_number", type=argument(whole_number(1)), required=True, help="the pass (1-based)"
-    )
-    parser.add_argument("--value", choices=sorted(VALUES), required=True, help="what to record of that pass")
-    parser.add_output("--out", required=True, help="the sweep artifact to write")
-    parser.add_input("points", nargs="+", help="point files in grid order, each named <grid value>.json")
+    add_arguments(parser, CollectSettings)
     return parser
 
 

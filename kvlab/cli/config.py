@@ -2,12 +2,22 @@
 within a bound), finite numbers, the schema, the cross-field rules, its inputs, its size, and every job's command
 line as the job's own command parses it. Silent when it is good."""
 
-from kvlab.cli.base import Outputs, Parser, run, summary
+from dataclasses import dataclass
+
+from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
+from kvlab.util.settings import setting
+
+
+@dataclass
+class ConfigSettings:
+    config: str = setting(
+        "config.yaml", help="the config file (default config.yaml)", file="input", positional=True, nargs="?"
+    )
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_input("config", nargs="?", default="config.yaml", help="the config file (default config.yaml)")
+    add_arguments(parser, ConfigSettings)
     return parser
 
 

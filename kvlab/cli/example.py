@@ -1,38 +1,47 @@
 """``kvlab example-measurement``: the SYNTHETIC example TTFT measurement in the lab's schema, not a measurement
 of anything (``kvlab/measure/example.py``)."""
 
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, run, summary
+from dataclasses import dataclass, make_dataclass
+
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, run, summary
 from kvlab.cli.types import named_order, named_rooms, number_in
 from kvlab.latency.model import MAX_MS
+from kvlab.util.settings import setting
 from kvlab.workloads import MAX_ACCESSES, any_int, whole_number
 
 milliseconds = number_in(0, MAX_MS, f"milliseconds from 0 to {MAX_MS}")
 jitter = number_in(0, 10, "a relative standard deviation from 0 to 10")
 
 
+@dataclass
+class ExampleSettings:
+    config: list = setting(
+        help="a config and its rooms in tokens (repeat)",
+        convert=named_rooms,
+        repeat=True,
+        metavar="NAME:GPU_TOKENS,CPU_TOKENS",
+    )
+    passes: list = setting(
+        help="a pass over the documents (repeat)",
+        convert=named_order,
+        repeat=True,
+        option="--pass",
+        metavar="NAME:fwd|rev",
+    )
+    docs: int = setting(help="documents", convert=whole_number(0))
+    tokens: int = setting(help="tokens per document", convert=whole_number(0))
+    jitter: float = setting(help="relative standard deviation of a draw", convert=jitter)
+    seed: int = setting(help="the draws' seed", convert=any_int)
+    out: str = setting(help="the measurement (JSONL) to write", file="output")
+
+
 def build_parser(prog):
     from kvlab.measure.example import LATENCIES
 
+    latencies = [(f"{name}_ms", float, setting(help="mean latency, ms", convert=milliseconds)) for name in LATENCIES]
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_argument(
-        "--config",
-        type=argument(named_rooms),
-        action="append",
-        required=True,
-        metavar="NAME:GPU_TOKENS,CPU_TOKENS",
-        help="a config and its rooms in tokens (repeat)",
-    )
-    parser.add_argument(
-        "--pass", dest="passes", type=argument(named_order), action="append", required=True, metavar="NAME:fwd|rev"
-    )
-    parser.add_argument("--docs", type=argument(whole_number(0)), required=True)
-    parser.add_argument("--tokens", type=argument(whole_number(0)), required=True)
-    for latency in LATENCIES:
-        flag = f"--{latency.replace('_', '-')}-ms"
-        parser.add_argument(flag, type=argument(milliseconds), required=True, help="mean latency, ms")
-    parser.add_argument("--jitter", type=argument(jitter), required=True, help="relative standard deviation of a draw")
-    parser.add_argument("--seed", type=argument(any_int), required=True)
-    parser.add_output("--out", required=True)
+    add_arguments(parser, ExampleSettings)
+    add_arguments(parser, make_dataclass("Latencies", latencies))
     return parser
 
 

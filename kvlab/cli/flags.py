@@ -3,11 +3,12 @@ hardware's (:class:`kvlab.latency.hardware.HardwareSettings`, made by the one bu
 command's own settings are declared with its function (kvlab/api/: ``PlanSettings``, ``ReplaySettings``,
 ``CurveSettings``)."""
 
-from dataclasses import fields
+from dataclasses import dataclass, fields, make_dataclass
 
 from kvlab.api import common
-from kvlab.cli.base import add_arguments, argument, input_file
-from kvlab.util.memory import memory_size
+from kvlab.cli.base import add_arguments
+from kvlab.util.memory import MemorySettings
+from kvlab.util.settings import setting
 from kvlab.workloads import WORKLOADS, switch
 
 __all__ = [
@@ -20,33 +21,47 @@ __all__ = [
 ]
 
 
-def add_workload_arguments(parser):
-    """``--workload`` and one argument group per set of sources sharing settings (the traces share ``--trace``)."""
-    parser.add_argument("--workload", required=True, choices=sorted(WORKLOADS), help="the source of requests")
+FORMATS = ("json", "table")
+
+
+@dataclass
+class FormatSettings:
+    """``--format`` of a command that answers people too."""
+
+    format: str = setting("json", help="json (default) or a table for people", choices=FORMATS)
+
+
+@dataclass
+class PerRequestSettings:
+    """``--per-request FILE``: a command's rows per request, besides its answer."""
+
+    per_request: str = setting(None, help="also write one CSV row per request to FILE", file="output", metavar="FILE")
+
+
+def workload_settings():
+    """``--workload`` and every source's settings (kvlab/workloads/), as declared fields: each in the argument group
+    of the sources that have it (the traces share ``--trace``)."""
     owners = {}  # option name -> the sources that have it, in registry order
     for source in WORKLOADS.values():
         for option in source.options:
             owners.setdefault(option.name, (option, []))[1].append(source.name)
-    groups = {}
+    declared = [("workload", str, setting(help="the source of requests", choices=sorted(WORKLOADS)))]
     for option, sources in owners.values():
-        names = ", ".join(sources)
-        if names not in groups:
-            groups[names] = parser.add_argument_group(f"--workload {names}")
         bare = {"nargs": "?", "const": "true"} if option.type is switch else {}  # a benchmark's on/off flag alone
-        if option.name == "trace":  # a file: never also an output
-            bare["type"] = input_file
-        groups[names].add_argument(option.flag, dest=option.name, metavar=option.name.upper(), help=option.help, **bare)
+        group = f"--workload {', '.join(sources)}"
+        file = "input" if option.name == "trace" else None  # a file: never also an output
+        found = setting(None, help=option.help, metavar=option.name.upper(), group=group, file=file, **bare)
+        declared.append((option.name, object, found))
+    return make_dataclass("WorkloadSettings", declared)
+
+
+def add_workload_arguments(parser):
+    add_arguments(parser, workload_settings())
 
 
 def add_memory_argument(parser):
     """``--max-memory``: the stop before a workload too large for this machine (kvlab/util/memory.py)."""
-    parser.add_argument(
-        "--max-memory",
-        type=argument(memory_size),
-        help="stop with one line, before reading on, when the state would pass this much memory above the"
-        " command's start-up (Python, numpy, numba: about 150 MB) (e.g. 8G, 512M; default: 80%% of the smaller of"
-        " the memory available and the control group's limit)",
-    )
+    add_arguments(parser, MemorySettings)
 
 
 def make_meter(args, footprint):
@@ -73,8 +88,8 @@ def add_hardware_arguments(parser, skip=(), optional=False, helps=None):
     ``helps`` replaces a flag's help."""
     from kvlab.latency.hardware import HardwareSettings
 
-    group = parser.add_argument_group("hardware (kvlab/latency/hardware.py)")
-    add_arguments(group, HardwareSettings, skip=skip, optional=optional, helps=helps)
+    title = "hardware (kvlab/latency/hardware.py)"
+    add_arguments(parser, HardwareSettings, skip=skip, optional=optional, helps=helps, title=title)
 
 
 def hardware_settings(args, **given):

@@ -6,12 +6,14 @@ environment variable named by ``--api-key-env`` (default KVLAB_API_KEY) and is n
 ``--base-url``; nothing the server sends is shown in a message (it may echo the key)."""
 
 import os
+from dataclasses import dataclass
 
-from kvlab.cli.base import ERRORS, Outputs, Parser, UsageError, argument, run, summary
+from kvlab.cli.base import ERRORS, Outputs, Parser, UsageError, add_arguments, run, summary
 from kvlab.cli.types import named_order, number_in
 from kvlab.measure.client import base_url
 from kvlab.util.errors import describe
 from kvlab.util.files import number_text, shown
+from kvlab.util.settings import setting
 from kvlab.workloads import whole_number
 
 PASSES = [("pass1-cold", "fwd"), ("pass2-replay", "fwd"), ("pass3-reverse", "rev")]  # the lab's
@@ -21,42 +23,7 @@ seconds = number_in(0.001, 86400, "seconds from 0.001 to 86400")
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    server = parser.add_argument_group("server")
-    server.add_argument(
-        "--base-url", required=True, type=argument(base_url), help="the server's address, e.g. http://127.0.0.1:8000"
-    )
-    server.add_argument("--model", required=True, help="the model name the server serves")
-    server.add_argument(
-        "--api-key-env", default="KVLAB_API_KEY", metavar="NAME", help="environment variable holding the API key"
-    )
-    server.add_argument(
-        "--timeout", type=argument(seconds), default=120.0, help="seconds per request, all told (default 120)"
-    )
-    workload = parser.add_argument_group("workload")
-    workload.add_argument("--docs", type=argument(whole_number(1, 1024)), required=True, help="documents (<= 1024)")
-    workload.add_argument(
-        "--tokens", type=argument(whole_number(1, MAX_TOKENS)), required=True, help="tokens per document"
-    )
-    workload.add_argument(
-        "--pass",
-        dest="passes",
-        type=argument(named_order),
-        action="append",
-        metavar="NAME:fwd|rev",
-        help="a pass over the documents, in order (repeat; default the lab's three)",
-    )
-    workload.add_argument(
-        "--long-doc-qa",
-        metavar="COUNT:MODE[:SEED]",
-        type=argument(long_doc_qa),
-        help="LMCache's long_doc_qa rounds instead of passes: a warm-up, then each document queried COUNT times"
-        " in MODE order (tile, interleave or random)",
-    )
-    workload.add_argument(
-        "--max-tokens", type=argument(whole_number(1, 4096)), default=4, help="tokens to generate (default 4)"
-    )
-    parser.add_argument("--config-name", required=True, help="the config the records are filed under")
-    parser.add_output("--out", required=True, help="the measurement (JSONL): this config's records replaced")
+    add_arguments(parser, MeasureSettings)
     return parser
 
 
@@ -69,6 +36,38 @@ def long_doc_qa(text):
     if not number_text(count, whole=True) or mode not in REPEAT_MODES or not number_text(seed or "0", whole=True):
         raise ValueError(f"expected COUNT:MODE[:SEED] with MODE one of {', '.join(REPEAT_MODES)}, got {text!r}")
     return int(count), mode, int(seed or 0)
+
+
+@dataclass
+class MeasureSettings:
+    base_url: str = setting(help="the server's address, e.g. http://127.0.0.1:8000", convert=base_url, group="server")
+    model: str = setting(help="the model name the server serves", group="server")
+    docs: int = setting(help="documents (<= 1024)", convert=whole_number(1, 1024), group="workload")
+    tokens: int = setting(help="tokens per document", convert=whole_number(1, MAX_TOKENS), group="workload")
+    config_name: str = setting(help="the config the records are filed under")
+    out: str = setting(help="the measurement (JSONL): this config's records replaced", file="output")
+    api_key_env: str = setting(
+        "KVLAB_API_KEY", help="environment variable holding the API key", metavar="NAME", group="server"
+    )
+    timeout: float = setting(120.0, help="seconds per request, all told (default 120)", convert=seconds, group="server")
+    passes: list = setting(
+        None,
+        help="a pass over the documents, in order (repeat; default the lab's three)",
+        convert=named_order,
+        repeat=True,
+        option="--pass",
+        metavar="NAME:fwd|rev",
+        group="workload",
+    )
+    long_doc_qa: tuple = setting(
+        None,
+        help="LMCache's long_doc_qa rounds instead of passes: a warm-up, then each document queried COUNT times"
+        " in MODE order (tile, interleave or random)",
+        convert=long_doc_qa,
+        metavar="COUNT:MODE[:SEED]",
+        group="workload",
+    )
+    max_tokens: int = setting(4, help="tokens to generate (default 4)", convert=whole_number(1, 4096), group="workload")
 
 
 def execute(args, parser):

@@ -2,15 +2,23 @@
 (write-through) at that GPU room, and with ``--cpu-tokens`` too the disk tier's below both; prints the cliffs as
 JSON, and writes the curve as CSV to FILE."""
 
+from dataclasses import dataclass
+
 from kvlab.api import curves
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
 from kvlab.cli.flags import add_memory_argument, add_workload_arguments, workload_options
+from kvlab.util.settings import setting
+
+
+@dataclass
+class CurveFile:
+    curve: str = setting(None, help="write the curve as CSV to FILE", file="output", metavar="FILE")
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     add_arguments(parser, curves.CurveSettings)
-    parser.add_output("--curve", metavar="FILE", help="write the curve as CSV to FILE")
+    add_arguments(parser, CurveFile)
     add_workload_arguments(parser)
     add_memory_argument(parser)
     return parser

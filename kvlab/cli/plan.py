@@ -1,11 +1,12 @@
 """``kvlab plan``: a CPU offload budget for a workload and a model: the tokens served from GPU, from CPU and
 recomputed per round, and the GiB (2**30 bytes) full reuse (or a target hit ratio) takes."""
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from kvlab.api import plans
-from kvlab.cli.base import Outputs, Parser, add_arguments, argument, input_file, run, summary
+from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
 from kvlab.cli.flags import (
+    FormatSettings,
     add_hardware_arguments,
     add_memory_argument,
     add_workload_arguments,
@@ -13,8 +14,25 @@ from kvlab.cli.flags import (
 )
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.sizing.model_size import decimal_gib
+from kvlab.util.settings import setting
 
-FORMATS = ("json", "table")
+
+@dataclass
+class ModelFile:
+    model_config: str = setting(
+        help="the model's Hugging Face config.json", file="input", metavar="FILE", group="model"
+    )
+
+
+@dataclass
+class LoadSettings:
+    load: tuple = setting(
+        None,
+        help="also the TTFT percentiles and throughput under this load, per CPU budget (kvlab simulate at the"
+        " plan's rooms, with --gpu-system): speedup=S of the trace's clock, rate=R requests/s or clients=N",
+        convert=plans.load_spec,
+        metavar="SPEC",
+    )
 
 
 def add_plan_arguments(parser, grid=False):
@@ -22,13 +40,10 @@ def add_plan_arguments(parser, grid=False):
     ``grid`` (``kvlab plan``'s) the CPU budget is a list, per GPU or per node, with a disk tier below and the
     plan's answers besides (kvlab.api.plans.PlanSettings)."""
     add_workload_arguments(parser)
-    model = parser.add_argument_group("model")
-    model.add_argument(
-        "--model-config", required=True, type=input_file, metavar="FILE", help="the model's Hugging Face config.json"
-    )
+    add_arguments(parser, ModelFile)
     skip = () if grid else ("cpu_gib_per_node", "disk_gib", "disk_tokens", *PLAN_ANSWERS)
     defaults = None if grid else {"cpu_gib": ZERO}
-    add_arguments(parser, plans.PlanSettings, skip=skip, grid=grid, defaults=defaults, groups={"model": model})
+    add_arguments(parser, plans.PlanSettings, skip=skip, grid=grid, defaults=defaults)
 
 
 PLAN_ANSWERS = ("target_hit_ratio", "engine", "window_rule")  # what kvlab plan answers besides the plan
@@ -47,14 +62,8 @@ def plan_setting(args):
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     add_plan_arguments(parser, grid=True)
-    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
-    parser.add_argument(
-        "--load",
-        type=argument(plans.load_spec),
-        metavar="SPEC",
-        help="also the TTFT percentiles and throughput under this load, per CPU budget (kvlab simulate at the"
-        " plan's rooms, with --gpu-system): speedup=S of the trace's clock, rate=R requests/s or clients=N",
-    )
+    add_arguments(parser, FormatSettings)
+    add_arguments(parser, LoadSettings)
     declared = {found.name: found.metadata["help"] for found in fields(HardwareSettings)}
     gpu_system = "also the predicted TTFT per round on this system (with --engine): " + declared["gpu_system"]
     gpu_system += "; its GPUs per node divide --cpu-gib-per-node"

@@ -1,6 +1,9 @@
 """``kvlab plots``: one figure of results/plots/ drawn from artifacts, byte for byte the same every run."""
 
-from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
+from dataclasses import dataclass
+
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, run, summary
+from kvlab.util.settings import setting
 
 NAMES = (  # kvlab.report.plots.PLOTS's keys (a test checks), without importing matplotlib for --help
     "gpu_cliff",
@@ -19,12 +22,17 @@ NAMES = (  # kvlab.report.plots.PLOTS's keys (a test checks), without importing 
 )
 
 
+@dataclass
+class PlotSettings:
+    plot: str = setting(help="the figure to draw", choices=NAMES, positional=True)
+    out: str = setting(help="the PNG file to write", file="output")
+    inputs: list = setting(help="the artifacts the plot reads", file="input", positional=True, nargs="+")
+    note: str = setting(None, help="a line under the figure (where its data come from)")
+
+
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_argument("plot", choices=NAMES)
-    parser.add_output("--out", required=True, help="the PNG file to write")
-    parser.add_argument("--note", help="a line under the figure (where its data come from)")
-    parser.add_input("inputs", nargs="+", help="the artifacts the plot reads")
+    add_arguments(parser, PlotSettings)
     return parser
 
 

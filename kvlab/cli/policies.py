@@ -1,55 +1,64 @@
 """``kvlab policies``: the offload designs side by side. ``cliff``: the lab's CPU cliff per write policy
 (JSON); ``table``: token hit ratios per write x eviction policy over a grid of rooms (CSV)."""
 
+from dataclasses import dataclass
+
 from kvlab.api.replays import ReplaySettings, replay_settings
 from kvlab.cache.compiled import FOOTPRINT as COMPILED_FOOTPRINT
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.interface import CacheSettings
 from kvlab.cache.write_policies import LMCACHE_SWITCHES, WRITE_POLICIES
-from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, argument, listing, one_of, run, summary
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, listing, one_of, run, summary
 from kvlab.cli.flags import (
     add_memory_argument,
     add_workload_arguments,
     make_meter,
     make_workload,
 )
-from kvlab.cli.types import rooms, tokens
+from kvlab.cli.types import rooms
 from kvlab.util.files import dump_json
 from kvlab.util.memory import PANDAS_BYTES, Footprint
 from kvlab.util.numbers import grid_points
+from kvlab.util.settings import setting
 from kvlab.workloads import pass_list, whole_number
+
+WRITE_POLICY_LIST = listing(one_of(WRITE_POLICIES, "write policy"), "write policies")
+
+
+@dataclass(kw_only=True)
+class CliffSettings:
+    docs: int = setting(help="documents", convert=whole_number(0))
+    tokens: int = setting(help="tokens per document", convert=whole_number(1))
+    passes: list = setting(help="e.g. fwd,fwd", convert=pass_list)
+    gpu_tokens: int = setting(help="the GPU room in tokens", convert=whole_number(0))
+    cpu_tokens: list = setting(help="the CPU rooms, comma-separated", convert=rooms("rooms in tokens"))
+    record_pass: int = setting(help="the pass counted", convert=whole_number(1))
+    write_policies: list = setting(help="the write policies, comma-separated", convert=WRITE_POLICY_LIST)
+    out: str = setting(help="the JSON file to write", file="output")
+
+
+@dataclass(kw_only=True)
+class TableSettings:
+    gpu_tokens: list = setting(help="comma-separated grid", convert=rooms("gpu sizes in tokens"))
+    cpu_tokens: list = setting(help="comma-separated grid", convert=rooms("cpu sizes in tokens"))
+    block_tokens: list = setting(help="comma-separated grid", convert=rooms("block sizes in tokens", 1))
+    write_policies: list = setting(help="the write policies, comma-separated", convert=WRITE_POLICY_LIST)
+    evictions: list = setting(
+        help="the eviction policies, comma-separated",
+        convert=listing(one_of(EVICTION_POLICIES, "eviction policy"), "eviction policies"),
+    )
+    out: str = setting(help="the CSV file to write", file="output")
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    write_policies = listing(one_of(WRITE_POLICIES, "write policy"), "write policies")
+    cliff = parser.subcommand("cliff", help="the lab's CPU cliff per write policy (JSON)")
+    add_arguments(cliff, CliffSettings)
 
-    cliff = commands.add_parser("cliff", help="the lab's CPU cliff per write policy (JSON)")
-    cliff.set_defaults(parser=cliff)
-    cliff.add_argument("--docs", required=True, type=argument(whole_number(0)))
-    cliff.add_argument("--tokens", required=True, type=argument(whole_number(1)), help="tokens per document")
-    cliff.add_argument("--passes", required=True, type=argument(pass_list), help="e.g. fwd,fwd")
-    cliff.add_argument("--gpu-tokens", required=True, type=tokens)
-    cliff.add_argument(
-        "--cpu-tokens", required=True, type=rooms("rooms in tokens"), help="the CPU rooms, comma-separated"
-    )
-    cliff.add_argument("--record-pass", required=True, type=argument(whole_number(1)), help="the pass counted")
-    cliff.add_argument("--write-policies", required=True, type=write_policies)
-    cliff.add_output("--out", required=True, help="the JSON file to write")
-
-    table = commands.add_parser("table", help="token hit ratios per write x eviction policy (CSV)")
-    table.set_defaults(parser=table)
-    for tier in ("gpu", "cpu", "block"):
-        grid = rooms(f"{tier} sizes in tokens", 1 if tier == "block" else 0)
-        table.add_argument(f"--{tier}-tokens", required=True, type=grid, help="comma-separated grid")
-    table.add_argument("--write-policies", required=True, type=write_policies)
-    table.add_argument(
-        "--evictions", required=True, type=listing(one_of(EVICTION_POLICIES, "eviction policy"), "eviction policies")
-    )
+    table = parser.subcommand("table", help="token hit ratios per write x eviction policy (CSV)")
+    add_arguments(table, TableSettings)
     shared = ("partial_blocks", "eviction_order", *LMCACHE_SWITCHES)  # kvlab replay's, declared there
     add_arguments(table, ReplaySettings, skip=[name for name in replay_settings() if name not in shared])
-    table.add_output("--out", required=True, help="the CSV file to write")
     add_workload_arguments(table)
     add_memory_argument(table)
     return parser

@@ -4,14 +4,14 @@ stderr for replays longer than a second; it never reaches stdout or a log file."
 
 from kvlab.api import replays
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
-from kvlab.cli.flags import add_memory_argument, add_workload_arguments, workload_options
+from kvlab.cli.flags import PerRequestSettings, add_memory_argument, add_workload_arguments, workload_options
 from kvlab.util import progress
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     add_replay_arguments(parser)
-    parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
+    add_arguments(parser, PerRequestSettings)
     return parser
 
 

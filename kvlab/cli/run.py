@@ -4,17 +4,25 @@ a time in a folder (a second stops with one line naming the first), and a clean 
 locks and temporary files removed, its incomplete jobs rerun). Flags after ``--`` go to Snakemake."""
 
 import argparse
+from dataclasses import dataclass
 
-from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, run, summary
+from kvlab.util.settings import setting
+
+
+@dataclass
+class RunSettings:
+    config: str = setting(
+        None,
+        help="a config file whose values override config.yaml's (Snakemake's --configfile); default: config.yaml alone",
+        file="input",
+    )
+    snakemake: list = setting(None, help="Snakemake's own flags, after --", positional=True, nargs=argparse.REMAINDER)
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    parser.add_input(
-        "--config",
-        help="a config file whose values override config.yaml's (Snakemake's --configfile); default: config.yaml alone",
-    )
-    parser.add_argument("snakemake", nargs=argparse.REMAINDER, help="Snakemake's own flags, after --")
+    add_arguments(parser, RunSettings)
     return parser
 
 

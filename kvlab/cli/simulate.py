@@ -9,6 +9,7 @@ from kvlab.api import simulates
 from kvlab.api.replays import ReplaySettings
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
 from kvlab.cli.flags import (
+    PerRequestSettings,
     add_hardware_arguments,
     add_memory_argument,
     add_workload_arguments,
@@ -18,26 +19,33 @@ from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.simulator.arrivals import Arrivals
 from kvlab.simulator.instance import CACHE_RULES
 from kvlab.simulator.settings import EngineSettings
+from kvlab.util.settings import setting
+
+
+@dataclasses.dataclass
+class PercentileSettings:
+    percentiles: str = setting(
+        None,
+        help="also write the times' percentiles to FILE: a CSV row per percentile (0 to 100, and 99.5, 99.9)",
+        file="output",
+        metavar="FILE",
+    )
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    cache = parser.add_argument_group("cache (kvlab replay's flags; the pool is vLLM's: LRU, full blocks)")
     taken = (*CACHE_RULES, "gpu_tokens", "cpu_tokens", "block_tokens")  # the others are a disk's or a server's
     skip = [found.name for found in dataclasses.fields(ReplaySettings) if found.name not in taken]
     helps = {"gpu_tokens": "GPU pool in tokens (or --gpu-blocks)"}
-    add_arguments(parser, ReplaySettings, skip=skip, optional=True, helps=helps, groups={"cache": cache})
-    add_arguments(parser.add_argument_group("engine (kvlab/simulator/settings.py)"), EngineSettings)
-    add_arguments(parser.add_argument_group("arrivals (one of; default: the trace's clock)"), Arrivals)
+    cache = "cache (kvlab replay's flags; the pool is vLLM's: LRU, full blocks)"
+    add_arguments(parser, ReplaySettings, skip=skip, optional=True, helps=helps, title=cache)
+    add_arguments(parser, EngineSettings, title="engine (kvlab/simulator/settings.py)")
+    add_arguments(parser, Arrivals, title="arrivals (one of; default: the trace's clock)")
     add_hardware_arguments(parser, skip=DISK_HARDWARE)
     add_workload_arguments(parser)
     add_memory_argument(parser)
-    parser.add_output("--per-request", metavar="FILE", help="also write one CSV row per request to FILE")
-    parser.add_output(
-        "--percentiles",
-        metavar="FILE",
-        help="also write the times' percentiles to FILE: a CSV row per percentile (0 to 100, and 99.5, 99.9)",
-    )
+    add_arguments(parser, PerRequestSettings)
+    add_arguments(parser, PercentileSettings)
     return parser
 
 

@@ -3,14 +3,13 @@ on one GPU, and the GiB a prompt of ``--tokens`` takes (or the tokens ``--gib`` 
 
 from kvlab.api import sizes
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
-
-FORMATS = ("json", "table")
+from kvlab.cli.flags import FormatSettings
 
 
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     add_arguments(parser, sizes.SizeSettings)
-    parser.add_argument("--format", choices=FORMATS, default="json", help="json (default) or a table for people")
+    add_arguments(parser, FormatSettings)
     return parser
 
 

@@ -1,28 +1,37 @@
 """``kvlab trace``: a trace's figures (``stats``: requests, blocks, distinct blocks, the share reused at unlimited
 room) or the trace written in another format (``convert``: kvlab's requests JSONL, or Mooncake's)."""
 
-from kvlab.cli.base import Outputs, Parser, UsageError, run, summary
+from dataclasses import dataclass
+
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, run, summary
 from kvlab.cli.flags import add_workload_arguments, workload_options
 from kvlab.cli.types import block_tokens
 from kvlab.util.files import dump_json
+from kvlab.util.settings import setting
 
 TARGETS = ("requests", "mooncake")
 
 
+@dataclass(kw_only=True)
+class ConvertSettings:
+    to: str = setting(help="requests (kvlab's) or mooncake", choices=TARGETS)
+    out: str = setting(help="the converted trace", file="output", metavar="FILE")
+
+
+@dataclass(kw_only=True)
+class BlockSettings:
+    block_tokens: int = setting(
+        None, help="tokens per block (default: the trace's own; requests: 16)", convert=block_tokens
+    )
+
+
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    stats = commands.add_parser(
-        "stats", help="requests, blocks, distinct blocks and the reuse at unlimited room (JSON)"
-    )
-    convert = commands.add_parser("convert", help="the trace in another format (JSONL)")
-    convert.add_argument("--to", required=True, choices=TARGETS, help="requests (kvlab's) or mooncake")
-    convert.add_output("--out", required=True, metavar="FILE", help="the converted trace")
+    stats = parser.subcommand("stats", help="requests, blocks, distinct blocks and the reuse at unlimited room (JSON)")
+    convert = parser.subcommand("convert", help="the trace in another format (JSONL)")
+    add_arguments(convert, ConvertSettings)
     for command in (stats, convert):
-        command.set_defaults(parser=command)
-        command.add_argument(
-            "--block-tokens", type=block_tokens, help="tokens per block (default: the trace's own; requests: 16)"
-        )
+        add_arguments(command, BlockSettings)
         add_workload_arguments(command)
     return parser
 

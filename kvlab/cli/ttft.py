@@ -4,19 +4,29 @@ recomputing it; ``systems``: the GPU systems and engine versions the kernel data
 per-tier model fitted to a measurement, predicted vs measured; ``sweep``: predicted TTFT per pass across a
 lab sweep; ``budgets``: predicted TTFT per round at each CPU budget of a plan."""
 
+from dataclasses import dataclass
+
 from kvlab.cache.compiled import READING_BYTES
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.cli.base import Outputs, Parser, UsageError, argument, deprecated, listing, run, summary
-from kvlab.cli.flags import add_hardware_arguments, add_memory_argument, hardware_settings, make_meter, workload_options
+from kvlab.cli.base import Outputs, Parser, UsageError, add_arguments, deprecated, listing, run, summary
+from kvlab.cli.flags import (
+    PerRequestSettings,
+    add_hardware_arguments,
+    add_memory_argument,
+    hardware_settings,
+    make_meter,
+    workload_options,
+)
 from kvlab.cli.plan import add_plan_arguments, plan_setting
 from kvlab.cli.replay import add_replay_arguments
-from kvlab.cli.types import named_order, named_rooms, rooms, tokens
+from kvlab.cli.types import named_order, named_rooms, rooms
 from kvlab.latency.calibrate import FACTORS
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.latency.ttft import MAX_READS
 from kvlab.serving import SERVERS
 from kvlab.sizing.model_size import decimal_gib
 from kvlab.util.files import csv_text, dump_json
+from kvlab.util.settings import setting
 from kvlab.workloads import MAX_ACCESSES, pass_list, whole_number
 
 VARIED = (
@@ -25,106 +35,132 @@ VARIED = (
 )  # the rooms a sweep may vary (the lab's sweeps say gpu, cpu: the workflow maps them)
 
 
-def build_parser(prog):
-    parser = Parser(prog=prog, description=summary(__doc__))
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    documents = argument(whole_number(1))
+DOCUMENTS = whole_number(1)
 
-    predict = commands.add_parser("predict", help="a workload's TTFT priced from the hardware (JSON)")
-    predict.set_defaults(parser=predict)
-    add_replay_arguments(predict)
-    add_hardware_arguments(predict)
-    predict.add_output("--per-request", metavar="FILE", help="also write each request's tier split and TTFT (CSV)")
 
-    breakeven = commands.add_parser("breakeven", help="the GB/s above which loading a prefix beats recomputing it")
-    breakeven.set_defaults(parser=breakeven)
-    breakeven.add_argument("--prefix-tokens", required=True, type=documents, help="the prefix's tokens")
-    add_hardware_arguments(breakeven, skip=DISK_HARDWARE)
+@dataclass(kw_only=True)
+class BreakevenSettings:
+    prefix_tokens: int = setting(help="the prefix's tokens", convert=DOCUMENTS)
 
-    systems = commands.add_parser("systems", help="the GPU systems and engine versions the kernel database covers")
-    systems.set_defaults(parser=systems)
 
-    fitting = commands.add_parser("fit", help="fit the model to a measurement; predicted vs measured")
-    fitting.set_defaults(parser=fitting)
-    fitting.add_input("--measurement", required=True, help="the measurement (the lab's JSONL schema)")
-    fitting.add_argument("--docs", required=True, type=documents, help="documents in the setting")
-    fitting.add_argument("--tokens", required=True, type=documents, help="tokens per document")
-    fitting.add_argument(
-        "--config",
-        required=True,
-        action="append",
-        type=argument(named_rooms),
-        metavar="NAME:GPU_TOKENS,CPU_TOKENS",
+@dataclass(kw_only=True)
+class FitSettings:
+    measurement: str = setting(help="the measurement (the lab's JSONL schema)", file="input")
+    docs: int = setting(help="documents in the setting", convert=DOCUMENTS)
+    tokens: int = setting(help="tokens per document", convert=DOCUMENTS)
+    config: list = setting(
         help="a config of the measurement and its rooms in tokens (repeat)",
+        convert=named_rooms,
+        repeat=True,
+        metavar="NAME:GPU_TOKENS,CPU_TOKENS",
     )
-    fitting.add_argument("--pass", dest="passes", required=True, action="append", type=argument(named_order))
-    fitting.add_argument(
-        "--server",
-        choices=SERVERS,
+    passes: list = setting(help="a pass of the measurement (repeat)", convert=named_order, repeat=True, option="--pass")
+    server: str = setting(
+        None,
         help="the tiers of a real server's own design (kvlab replay --server) instead of the lab's simulator",
+        choices=SERVERS,
     )
-    fitting.add_argument(
-        "--state-extra-tokens", type=tokens, default=0, help="with --server: as kvlab replay's (default 0)"
-    )
-    fitting.add_argument(
-        "--fit-doc",
-        dest="fit_docs",
-        action="append",
-        type=argument(whole_number(0)),
-        metavar="DOC",
+    state_extra_tokens: int = setting(0, help="with --server: as kvlab replay's (default 0)", convert=whole_number(0))
+    fit_docs: list = setting(
+        None,
         help="fit on these documents' requests only (repeat) and compare on the others': out of sample",
+        convert=whole_number(0),
+        repeat=True,
+        option="--fit-doc",
+        metavar="DOC",
     )
-    fitting.add_input("--model-config", help="the measured model's config.json: the fit then prices that model only")
-    fitting.add_argument("--measured-on", metavar="TEXT", help="the hardware and server measured on, for the record")
-    fitting.add_argument(
-        "--synthetic",
-        action="store_true",
-        help="the measurement is generated (the example): it prices its own setting only",
+    model_config: str = setting(
+        None, help="the measured model's config.json: the fit then prices that model only", file="input"
     )
-    add_hardware_arguments(fitting, skip=("model_config", *DISK_HARDWARE), optional=True)
-    fitting.add_argument(
-        "--fit-factor",
-        dest="fit_factors",
-        action="append",
-        choices=sorted(FACTORS),
+    measured_on: str = setting(None, help="the hardware and server measured on, for the record", metavar="TEXT")
+    synthetic: bool = setting(
+        False, help="the measurement is generated (the example): it prices its own setting only", switch="on"
+    )
+
+
+@dataclass(kw_only=True)
+class FitFactors:
+    fit_factors: list = setting(
+        None,
         help="with --gpu-system: a factor of the hardware model to fit (repeat; default efficiency, link_gbps,"
         " overhead_ms); the others stay at their flags' values",
+        choices=sorted(FACTORS),
+        repeat=True,
+        option="--fit-factor",
     )
-    fitting.add_argument(
-        "--block-tokens", type=documents, help="with --gpu-system: the cache's block (default: one per document)"
+    block_tokens: int = setting(
+        None, help="with --gpu-system: the cache's block (default: one per document)", convert=DOCUMENTS
     )
-    fitting.add_output("--model", required=True, help="the model and the comparison (JSON) to write")
-    fitting.add_output("--table", required=True, help="the predicted-vs-measured table (CSV) to write")
+    model: str = setting(help="the model and the comparison (JSON) to write", file="output")
+    table: str = setting(help="the predicted-vs-measured table (CSV) to write", file="output")
 
-    sweep = commands.add_parser("sweep", help="predicted TTFT per pass across a lab sweep's grid (CSV)")
-    sweep.set_defaults(parser=sweep)
-    sweep.add_input("--model", required=True, help="the fitted model (fit's JSON)")
-    sweep.add_argument("--docs", required=True, type=argument(whole_number(0)))
-    sweep.add_argument("--tokens", required=True, type=documents)
-    sweep.add_argument("--passes", required=True, type=argument(pass_list), help="e.g. fwd,fwd")
-    sweep.add_argument("--gpu-tokens", type=tokens, default=21520, help="GPU room in tokens when fixed (default 21520)")
-    sweep.add_argument("--cpu-tokens", type=tokens, default=0, help="CPU room in tokens when fixed (default 0)")
-    sweep.add_argument("--write-policy", choices=WRITE_POLICIES, default="write-through")
-    sweep.add_argument("--vary", required=True, choices=VARIED, help="the room the grid varies")
-    for room in VARIED:  # the former spellings (--gpu, --vary gpu), kept for one release
-        deprecated(sweep, f"--{room[:3]}", f"--{room.replace('_', '-')}")
+
+@dataclass(kw_only=True)
+class SweepSettings:
+    model: str = setting(help="the fitted model (fit's JSON)", file="input")
+    docs: int = setting(help="documents", convert=whole_number(0))
+    tokens: int = setting(help="tokens per document", convert=DOCUMENTS)
+    passes: list = setting(help="e.g. fwd,fwd", convert=pass_list)
+    gpu_tokens: int = setting(
+        21520, help="GPU room in tokens when fixed (default 21520)", convert=whole_number(0), renamed="--gpu"
+    )
+    cpu_tokens: int = setting(
+        0, help="CPU room in tokens when fixed (default 0)", convert=whole_number(0), renamed="--cpu"
+    )
+    write_policy: str = setting("write-through", help="how the CPU tier is filled", choices=WRITE_POLICIES)
+    vary: str = setting(help="the room the grid varies", choices=VARIED)
+    grid: list = setting(help="the rooms, comma-separated", convert=rooms("rooms in tokens"))
+    out: str = setting(help="the CSV file to write", file="output")
+
+
+@dataclass(kw_only=True)
+class BudgetSettings:
+    model: str = setting(
+        None, help="the fitted model (fit's JSON); or price from the hardware: --gpu-system", file="input"
+    )
+
+
+@dataclass(kw_only=True)
+class BudgetGrid:
+    allow_other_setting: bool = setting(
+        False,
+        help="price with a fitted model outside the setting it was fitted in (each row then names the difference)",
+        switch="on",
+    )
+    cpu_gib_grid: list = setting(help="GiB each", convert=listing(decimal_gib, "GiB amounts"), renamed="--cpu-gb-grid")
+    out: str = setting(help="the CSV file to write", file="output")
+
+
+def build_parser(prog):
+    parser = Parser(prog=prog, description=summary(__doc__))
+
+    predict = parser.subcommand("predict", help="a workload's TTFT priced from the hardware (JSON)")
+    add_replay_arguments(predict)
+    add_hardware_arguments(predict)
+    helps = {"per_request": "also write each request's tier split and TTFT (CSV)"}
+    add_arguments(predict, PerRequestSettings, helps=helps)
+
+    breakeven = parser.subcommand("breakeven", help="the GB/s above which loading a prefix beats recomputing it")
+    add_arguments(breakeven, BreakevenSettings)
+    add_hardware_arguments(breakeven, skip=DISK_HARDWARE)
+
+    parser.subcommand("systems", help="the GPU systems and engine versions the kernel database covers")
+
+    fitting = parser.subcommand("fit", help="fit the model to a measurement; predicted vs measured")
+    add_arguments(fitting, FitSettings)
+    add_hardware_arguments(fitting, skip=("model_config", *DISK_HARDWARE), optional=True)
+    add_arguments(fitting, FitFactors)
+
+    sweep = parser.subcommand("sweep", help="predicted TTFT per pass across a lab sweep's grid (CSV)")
+    add_arguments(sweep, SweepSettings)
+    for room in VARIED:  # the former spelling of its value (--vary gpu), kept for one release
         deprecated(sweep, f"--vary {room[:3]}", f"--vary {room}")
-    sweep.add_argument("--grid", required=True, type=rooms("rooms in tokens"))
-    sweep.add_output("--out", required=True, help="the CSV file to write")
 
-    budgets = commands.add_parser("budgets", help="predicted TTFT per round at each CPU budget of a plan (CSV)")
-    budgets.set_defaults(parser=budgets)
-    budgets.add_input("--model", help="the fitted model (fit's JSON); or price from the hardware: --gpu-system")
+    budgets = parser.subcommand("budgets", help="predicted TTFT per round at each CPU budget of a plan (CSV)")
+    add_arguments(budgets, BudgetSettings)
     add_plan_arguments(budgets)
     add_hardware_arguments(budgets, skip=("model_config", "tp", "kv_dtype", *DISK_HARDWARE), optional=True)
-    budgets.add_argument(
-        "--allow-other-setting",
-        action="store_true",
-        help="price with a fitted model outside the setting it was fitted in (each row then names the difference)",
-    )
-    budgets.add_argument("--cpu-gib-grid", required=True, type=listing(decimal_gib, "GiB amounts"), help="GiB each")
-    deprecated(budgets, "--cpu-gb-grid", "--cpu-gib-grid")
-    budgets.add_output("--out", required=True, help="the CSV file to write")
+    add_arguments(budgets, BudgetGrid)
     add_memory_argument(budgets)
     return parser
 

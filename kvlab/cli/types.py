@@ -2,15 +2,15 @@
 configs and passes. Kept apart from the flag groups, so that a command that needs only these imports nothing
 of the cache."""
 
-from kvlab.cli.base import argument, listing
+from kvlab.cli.base import listing
 from kvlab.util.files import number_in, shown
 from kvlab.workloads import ORDERS, whole_number
 
 __all__ = ["block_tokens", "named_order", "named_rooms", "number_in", "rooms", "tokens"]
 
 
-tokens = argument(whole_number(0))  # a room in tokens
-block_tokens = argument(whole_number(1))
+tokens = whole_number(0)  # a room in tokens
+block_tokens = whole_number(1)
 
 
 def rooms(what, minimum=0):

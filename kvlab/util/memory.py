@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PANDAS_BYTES", "Footprint", "MemoryLimitError", "Meter", "default_limit", "memory_size"]
+from kvlab.util.settings import setting
+
+__all__ = ["PANDAS_BYTES", "Footprint", "MemoryLimitError", "MemorySettings", "Meter", "default_limit", "memory_size"]
 
 PANDAS_BYTES = 40 * 2**20  # importing pandas to write a CSV (32 MiB measured, bench/memory_footprint.py)
 
@@ -36,6 +38,19 @@ def memory_size(text):
     if amount < 1:
         raise ValueError(f"expected an amount of memory of at least 1 byte, got {text!r}")
     return amount
+
+
+@dataclass
+class MemorySettings:
+    """``--max-memory`` (the API's ``max_memory``), declared once for every command that takes it."""
+
+    max_memory: int = setting(
+        None,
+        help="stop with one line, before reading on, when the state would pass this much memory above the"
+        " command's start-up (Python, numpy, numba: about 150 MB) (e.g. 8G, 512M; default: 80%% of the smaller of"
+        " the memory available and the control group's limit)",
+        convert=memory_size,
+    )
 
 
 def available():

@@ -38,19 +38,33 @@ def setting(
     grid=None,
     renamed=None,
     metavar=None,
+    option=None,
+    file=None,
+    positional=False,
+    nargs=None,
+    repeat=False,
+    const=None,
 ):
     """A field: ``help`` (argparse's ``%(default)s`` allowed), ``convert`` (the flag's text, or a number given to the
     API, to the value; ValueError with its own message), ``choices`` (the values allowed), ``switch`` (a bool: ``"on"``
     a flag alone sets it, ``"both"`` a ``--name``/``--no-name`` pair). How the flag shows: ``group`` (its argument
     group's title), ``exclusive`` (``(name, required)``: one flag at most of that name's group, one at least where
     required), ``grid`` (where the command takes a grid: a comma-separated list of values, one result each; the
-    words naming its items), ``renamed`` (its former spelling, still read), ``metavar``."""
+    words naming its items), ``renamed`` (its former spelling, still read), ``metavar``, ``option`` (the flag's
+    spelling where it is not the name's: ``--pass`` for ``passes``). What the command line takes: ``file``
+    (``"input"``: a file the command reads; ``"output"``: one it writes, together with its others and never over an
+    input), ``positional`` (an argument without a flag), ``nargs`` (argparse's), ``repeat`` (the flag once per
+    item: a list), ``const`` (with ``nargs="?"``: the value of the flag given alone)."""
     metadata = {"help": help, "convert": convert, "choices": choices, "switch": switch, "group": group}
-    metadata |= {"exclusive": exclusive, "grid": grid, "renamed": renamed, "metavar": metavar}
+    metadata |= {"exclusive": exclusive, "grid": grid, "renamed": renamed, "metavar": metavar, "option": option}
+    metadata |= {"file": file, "positional": positional, "nargs": nargs, "repeat": repeat, "const": const}
     return field(default=default, metadata=metadata)
 
 
-def flag(name):
+def flag(name, metadata=None):
+    """The flag of setting ``name`` (its declaration's ``option`` where it has one)."""
+    if metadata and metadata.get("option"):
+        return metadata["option"]
     return "--" + name.replace("_", "-")
 
 
@@ -71,15 +85,19 @@ def check_value(name, metadata, value):
     """``value`` of setting ``name`` checked and converted as its flag is; SettingError in argparse's words."""
     if value is None:
         return None
+    if metadata.get("repeat") and isinstance(value, (list, tuple)):
+        return [check_value(name, {**metadata, "repeat": False}, item) for item in value]
     choices = metadata["choices"]
     if choices is not None:
         if not isinstance(value, str) or value not in choices:
             listed = ", ".join(map(repr, choices))
-            raise SettingError(f"argument {flag(name)}: invalid choice: {shown(value)} (choose from {listed})")
+            raise SettingError(
+                f"argument {flag(name, metadata)}: invalid choice: {shown(value)} (choose from {listed})"
+            )
         return value
     if metadata["switch"] is not None:
         if not isinstance(value, bool):
-            raise SettingError(f"argument {flag(name)}: expected True or False, got {shown(value)}")
+            raise SettingError(f"argument {flag(name, metadata)}: expected True or False, got {shown(value)}")
         return value
     convert = metadata["convert"]
     if convert is None:
@@ -87,7 +105,7 @@ def check_value(name, metadata, value):
     try:
         return convert(value if getattr(convert, "takes_objects", False) else text(value))
     except (ValueError, TypeError) as error:
-        raise SettingError(f"argument {flag(name)}: {error}") from None
+        raise SettingError(f"argument {flag(name, metadata)}: {error}") from None
 
 
 class Declared:
