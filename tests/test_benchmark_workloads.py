@@ -337,7 +337,7 @@ def test_the_system_prompt_is_reused_across_users_and_the_rest_only_by_its_user(
     [
         ("bench_multiturn", {"num_clients": -1}, ["--num-clients", ">= 0"]),
         ("bench_multiturn", {"num_rounds": 0}, ["--num-rounds", ">= 1"]),
-        ("bench_multiturn", {"ready_queue_policy": "lifo"}, ["--ready-queue-policy", "random, fifo", "lifo"]),
+        ("bench_multiturn", {"ready_queue_policy": "lifo"}, ["--ready-queue-policy", "'random', 'fifo'", "lifo"]),
         ("bench_multiturn", {"enable_round_barrier": "yes"}, ["--enable-round-barrier", "true or false"]),
         ("bench_multiturn", {"min_rounds": 3, "max_rounds": 2}, ["--min-rounds (3) must be <= --max-rounds (2)"]),
         ("bench_multiturn", {"request_rate": "0"}, ["--request-rate", "positive"]),

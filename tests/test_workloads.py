@@ -17,6 +17,7 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvlab.util.settings import flag
 from kvlab.workloads import WORKLOADS, TraceWorkload, Workload, WorkloadError, repeat_documents
 from kvlab.workloads.traces import FORMATS, MOONCAKE, TraceError, read
 
@@ -453,9 +454,9 @@ def test_option_names_are_unique_and_flags_follow_them():
     assert len(names) == len(set(names))
     assert "block_tokens" not in names
     for option in options:
-        assert option.flag == "--" + option.name.replace("_", "-")
-        assert option.help
-        assert not option.choices or option.default in option.choices
+        assert flag(option.name) == "--" + option.name.replace("_", "-")
+        assert option.metadata["help"]
+        assert not option.metadata["choices"] or option.default in option.metadata["choices"]
 
 
 def test_the_config_schema_knows_every_source_and_which_read_a_trace():

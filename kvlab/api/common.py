@@ -166,7 +166,7 @@ def workload_of(workload, options, block_tokens=None, function="kvlab"):
     for other in WORKLOADS.values():
         for option in other.options:
             if option.name not in own and options.get(option.name) is not None:
-                raise SettingError(f"{option.flag} is a setting of --workload {other.name}, not {source}")
+                raise SettingError(f"{_flag(option.name)} is a setting of --workload {other.name}, not {source}")
     settings = {option.name: _text(options.get(option.name)) for option in chosen.options}
     try:
         return chosen(block_tokens, **settings)

@@ -47,11 +47,11 @@ def workload_settings():
             owners.setdefault(option.name, (option, []))[1].append(source.name)
     declared = [("workload", str, setting(help="the source of requests", choices=sorted(WORKLOADS)))]
     for option, sources in owners.values():
-        bare = {"nargs": "?", "const": "true"} if option.type is switch else {}  # a benchmark's on/off flag alone
-        group = f"--workload {', '.join(sources)}"
+        own = option.metadata
+        bare = {"nargs": "?", "const": "true"} if own["convert"] is switch else {}  # a benchmark's on/off flag alone
+        shown = {"metavar": option.name.upper(), "group": f"--workload {', '.join(sources)}", "choices": own["choices"]}
         file = "input" if option.name == "trace" else None  # a file: never also an output
-        found = setting(None, help=option.help, metavar=option.name.upper(), group=group, file=file, **bare)
-        declared.append((option.name, object, found))
+        declared.append((option.name, object, setting(None, help=own["help"], file=file, **shown, **bare)))
     return make_dataclass("WorkloadSettings", declared)
 
 

@@ -16,12 +16,14 @@ hooks) and one line in :data:`WORKLOADS`; a new trace format is one :class:`kvla
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import fields, make_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kvlab.util.errors import SettingError
 from kvlab.util.files import number_text, shown
 from kvlab.util.numbers import MAX_WHOLE
+from kvlab.util.settings import check_value, flag, setting
 from kvlab.workloads.traces import FORMATS, TraceError
 
 __all__ = [
@@ -30,7 +32,7 @@ __all__ = [
     "MAX_ROUNDS",
     "MAX_WHOLE",
     "WORKLOADS",
-    "Option",
+    "option",
     "Request",
     "Timed",
     "Workload",
@@ -85,19 +87,11 @@ class Timed(NamedTuple):
     output_tokens: int | None  # the trace's output length (None: the source has none)
 
 
-@dataclass(frozen=True)
-class Option:
-    """One setting of a source: ``--flag-name`` on the command line, ``flag_name`` in config.yaml."""
-
-    name: str
-    type: Any
-    default: Any
-    help: str
-    choices: tuple = ()
-
-    @property
-    def flag(self):
-        return "--" + self.name.replace("_", "-")
+def option(name, convert, default, help, choices=None):
+    """One setting of a source, declared as every setting is (kvlab/util/settings.py): ``--flag-name`` on the command
+    line, ``flag_name`` in config.yaml and the Python API; a dataclass field."""
+    declared = setting(default, help=help, convert=convert, choices=choices)
+    return fields(make_dataclass("Option", [(name, object, declared)]))[0]
 
 
 def as_int(value):
@@ -168,7 +162,7 @@ class Workload:
     """One source of requests. Subclasses set ``name``, ``options``, ``label_name`` and the two hooks."""
 
     name = ""
-    options: tuple[Option, ...] = ()
+    options: tuple = ()  # option()'s fields
     label_name = "label"
     default_block_tokens = 256
     rounds: list[str] = []
@@ -184,16 +178,12 @@ class Workload:
             raise WorkloadError(f"workload {self.name!r} has no setting {sorted(unknown)[0]!r}")
         for option in self.options:
             value = settings.get(option.name)
-            if value is None:
-                value = option.default
-            if value is None:
-                raise WorkloadError(f"workload {self.name} needs {option.flag}")
+            if value is None and option.default is None:
+                raise WorkloadError(f"workload {self.name} needs {flag(option.name)}")
             try:
-                value = option.type(value)
-            except ValueError as error:
-                raise WorkloadError(f"{option.flag}: {error}") from None
-            if option.choices and value not in option.choices:
-                raise WorkloadError(f"{option.flag}: expected one of {', '.join(option.choices)}, got {value!r}")
+                value = check_value(option.name, option.metadata, option.default if value is None else value)
+            except SettingError as error:
+                raise WorkloadError(str(error)) from None
             setattr(self, option.name, value)
 
     def describe(self):
@@ -324,9 +314,9 @@ class LabWorkload(DocumentWorkload):
 
     name = "lab"
     options = (
-        Option("docs", whole_number(0), 10, "number of documents (default 10)"),
-        Option("tokens", whole_number(1), 5011, "tokens per document (default 5011)"),
-        Option("passes", pass_list, "fwd,fwd,rev", "comma-separated fwd/rev passes (default fwd,fwd,rev)"),
+        option("docs", whole_number(0), 10, "number of documents (default 10)"),
+        option("tokens", whole_number(1), 5011, "tokens per document (default 5011)"),
+        option("passes", pass_list, "fwd,fwd,rev", "comma-separated fwd/rev passes (default fwd,fwd,rev)"),
     )
 
     def __init__(self, block_tokens=None, **settings):
@@ -382,17 +372,17 @@ class LongDocQAWorkload(DocumentWorkload):
     name = "long_doc_qa"
     rounds = ["warmup", "query"]
     options = (
-        Option("num_documents", whole_number(0), 8, "number of documents (default 8, as the benchmark)"),
-        Option("document_length", whole_number(1), 20000, "tokens per document (default 20000)"),
-        Option("repeat_count", whole_number(0), 2, "times each document is queried (default 2)"),
-        Option(
+        option("num_documents", whole_number(0), 8, "number of documents (default 8, as the benchmark)"),
+        option("document_length", whole_number(1), 20000, "tokens per document (default 20000)"),
+        option("repeat_count", whole_number(0), 2, "times each document is queried (default 2)"),
+        option(
             "repeat_mode",
             str,
             "random",
             "order of the query round: tile, interleave or random (default random)",
             REPEAT_MODES,
         ),
-        Option("shuffle_seed", any_int, 0, "seed of the random mode (default 0)"),
+        option("shuffle_seed", any_int, 0, "seed of the random mode (default 0)"),
     )
 
     def __init__(self, block_tokens=None, **settings):
@@ -479,7 +469,7 @@ class ConversationWorkload(Workload):
         return self._tokens
 
 
-NUM_ROUNDS = Option(
+NUM_ROUNDS = option(
     "num_rounds",
     whole_number(1, MAX_ROUNDS),
     5,
@@ -500,55 +490,55 @@ class BenchMultiturnWorkload(ConversationWorkload):
     label_name = "client"
     default_block_tokens = 64  # HiCache's documented --page-size (SGLang's own default page is one token)
     options = (
-        Option(
+        option(
             "num_clients",
             whole_number(0, MAX_CONVERSATIONS),
             256,
             f"clients, a conversation each (default 256, at most {MAX_CONVERSATIONS:,})",
         ),
         NUM_ROUNDS,
-        Option(
+        option(
             "min_rounds",
             whole_number(0, MAX_ROUNDS),
             0,
             "fewest rounds of a client, drawn per client (default 0: --num-rounds)",
         ),
-        Option("max_rounds", whole_number(0, MAX_ROUNDS), 0, "most rounds of a client (default 0: --num-rounds)"),
-        Option("request_length", whole_number(1), 512, "tokens of a client's first prompt (default 512)"),
-        Option(
+        option("max_rounds", whole_number(0, MAX_ROUNDS), 0, "most rounds of a client (default 0: --num-rounds)"),
+        option("request_length", whole_number(1), 512, "tokens of a client's first prompt (default 512)"),
+        option(
             "sub_question_input_length",
             whole_number(0),
             0,
             "tokens of each later round's new question (0, the default: --request-length)",
         ),
-        Option("output_length", whole_number(0), 64, "tokens of each output (default 64)"),
-        Option(
+        option("output_length", whole_number(0), 64, "tokens of each output (default 64)"),
+        option(
             "max_parallel",
             whole_number(1),
             128,
             "most requests out at once; it orders them only without the round barrier (default 128)",
         ),
-        Option(
+        option(
             "request_rate",
             positive_number,
             1.0,
             "requests per second it sends (default 1): recorded, the order does not depend on it; kvlab simulate"
             " --rate plays it",
         ),
-        Option(
+        option(
             "ready_queue_policy",
             str,
             "random",
             f"which ready request goes next, {' or '.join(READY_QUEUE_POLICIES)} (default random)",
             READY_QUEUE_POLICIES,
         ),
-        Option(
+        option(
             "enable_round_barrier",
             switch,
             False,
             "round i+1 is sent after all of round i came back (a switch; or true / false; default false)",
         ),
-        Option("multiturn_seed", any_int, 1, "its --seed, of the ready queue's draws (default 1)"),
+        option("multiturn_seed", any_int, 1, "its --seed, of the ready queue's draws (default 1)"),
     )
 
     def __init__(self, block_tokens=None, **settings):
@@ -598,7 +588,7 @@ class MultiRoundQAWorkload(ConversationWorkload):
     first_label = 1  # user ids count from --init-user-id 0 + 1
     default_block_tokens = 256  # LMCache's chunk
     options = (
-        Option(
+        option(
             "num_users",
             whole_number(1, MAX_CONVERSATIONS),
             10,
@@ -606,28 +596,28 @@ class MultiRoundQAWorkload(ConversationWorkload):
             " kvlab's defaults are its documented example's)",
         ),
         NUM_ROUNDS,
-        Option(
+        option(
             "shared_system_prompt",
             whole_number(0),
             1000,
             "tokens of the system prompt all users share (default 1000)",
         ),
-        Option(
+        option(
             "user_history_prompt",
             whole_number(0),
             2000,
             "tokens of each user's own context (default 2000)",
         ),
-        Option("answer_len", whole_number(0), 100, "tokens of each answer (default 100)"),
-        Option(
+        option("answer_len", whole_number(0), 100, "tokens of each answer (default 100)"),
+        option(
             "question_len",
             whole_number(0),
             19,
             "tokens of each question, kvlab's: the benchmark asks one sentence, 'Here's question #N: can you tell"
             " me a new long story with a happy ending?', 19 words and marks (default 19)",
         ),
-        Option("qps", positive_number, 0.5, "requests per second of all users (default 0.5)"),
-        Option(
+        option("qps", positive_number, 0.5, "requests per second of all users (default 0.5)"),
+        option(
             "time",
             whole_number(0),
             600,
@@ -678,7 +668,7 @@ class TraceWorkload(Workload):
 
     rounds = ["trace"]
     label_name = "timestamp"
-    options = (Option("trace", str, None, "the trace file (JSONL, .jsonl.gz, or - for standard input)"),)
+    options = (option("trace", str, None, "the trace file (JSONL, .jsonl.gz, or - for standard input)"),)
     format = None  # a kvlab.workloads.traces.TraceFormat
 
     def __init__(self, block_tokens=None, **settings):
@@ -825,15 +815,15 @@ class RequestsWorkload(TraceWorkload):
     name = "requests"
     options = (
         *TraceWorkload.options,
-        Option(
+        option(
             "timestamp_unit",
             str,
             "s",
             "the unit of a requests trace's timestamps: s (default), ms or us",
             tuple(TIMESTAMP_UNITS),
         ),
-        Option("hash_block_tokens", whole_number(0), 0, "the tokens of a requests trace's hash_ids blocks"),
-        Option(
+        option("hash_block_tokens", whole_number(0), 0, "the tokens of a requests trace's hash_ids blocks"),
+        option(
             "hash_chaining",
             hash_chaining,
             "",
