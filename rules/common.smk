@@ -2,6 +2,7 @@
 # commands.py, checks.py), as the snakemake-workflows pipelines keep theirs; each rule's `run:` runs `kvlab` with
 # its job's line (job_line: built once, by commands.py) and the files the rule adds.
 # The config is validated here, before any job runs (`make run` checks the file itself first: `kvlab config`).
+import functools
 import os
 import sys
 
@@ -65,6 +66,7 @@ def line_stamp(rule, *more):
     return stamp(rule, job_line(rule), *more)
 
 
+@functools.cache  # once per command and run: the code does not change while the DAG is built
 def code(command):
     """The stamp of the kvlab source files a `kvlab COMMAND` job runs (derived from the imports): it changes
     when one of them does."""

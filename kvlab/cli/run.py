@@ -35,11 +35,14 @@ def execute(args, parser):
         if any(arg.startswith("--configf") for arg in extra):
             raise UsageError("--config and Snakemake's --configfile: give the config files one way")
         extra = [f"--configfile={args.config}", *extra]
-    try:
+
+    def check():
         sources = snakemake_sources(extra)
         if sources:
             check_sources(sources)
-        code = run_pipeline(extra)
+
+    try:
+        code = run_pipeline(extra, check=check)
     except RunError as error:
         raise ValueError(str(error)) from None
     return Outputs(status=code)

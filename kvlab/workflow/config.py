@@ -32,6 +32,7 @@ __all__ = [
 
 MAX_NODES = 100_000  # YAML nodes after expanding aliases: config.yaml has about a thousand
 MAX_BYTES = 2**20
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML has it: the same nodes and data
 
 SCHEMA = Path(__file__).absolute().parents[2] / "schemas" / "config.schema.yaml"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline, a tab, a NUL: in a name they reach file names and flags
@@ -91,7 +92,10 @@ def load(path):
         raise ConfigFileError(str(error)) from None
     try:
         text = data.decode("utf-8")
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        try:
+            root = yaml.compose(text, Loader=LOADER)
+        except yaml.YAMLError:  # PyYAML's own parser says what is wrong (libyaml words it otherwise)
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
     except UnicodeDecodeError:
         raise ConfigFileError(f"{path}: not UTF-8 text") from None
     except yaml.YAMLError as error:
@@ -111,7 +115,7 @@ def load(path):
         line = line_of(root, ("__use_yte__",))
         raise ConfigFileError(f"{path}:{line}: __use_yte__: YTE templating runs code; kvlab's config is plain data")
     try:
-        config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # parsed once already: libyaml
+        config = yaml.load(text, Loader=LOADER)
     except (yaml.YAMLError, RecursionError) as error:
         raise ConfigFileError(f"{path}: not valid YAML ({error})") from None
     return normalise(config, root, path), root
@@ -212,7 +216,7 @@ def validator(schema):
 
     base = jsonschema.Draft202012Validator
     strict = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine("integer", _whole))
-    return strict(yaml.safe_load(Path(schema).read_text(encoding="utf-8")))
+    return strict(yaml.load(Path(schema).read_text(encoding="utf-8"), Loader=LOADER))
 
 
 def located(root, path):

@@ -22,14 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvlab.util.kernels import compiled
-from kvlab.workflow.kernels import PARTS
-
 __all__ = ["LOCK", "RunError", "hold_lock", "run_pipeline", "snakemake_sources"]
 
 LOCK = Path(".snakemake", "kvlab-run.lock")
 LOCK_FD = "KVLAB_RUN_LOCK_FD"  # the locked file's descriptor, inherited by Snakemake and its job processes
 CHECKED = "KVLAB_CONFIG_CHECKED"  # set for the Snakemake that kvlab run starts: it checked the config already
+GO_FD = "KVLAB_RUN_GO_FD"  # the pipe Snakemake's process waits on, once imported, until kvlab run's checks pass
 TEMPORARY = ("results/**/*.tmp", "work/**/*.tmp")  # a job's and a writer's unfinished files (never tracked)
 WORKFLOW_CONFIG = "config.yaml"  # the Snakefile's configfile
 
@@ -92,6 +90,9 @@ def clean_dead_run(folder, snakemake):
 def warm_kernels(folder):
     """Compile the folder's kernels once before the jobs start, rather than in every job that starts at once: its two
     parts (:mod:`kvlab.workflow.kernels`) side by side."""
+    from kvlab.util.kernels import compiled
+    from kvlab.workflow.kernels import PARTS
+
     package = Path(folder, "kvlab")
     if compiled(package):
         return
@@ -149,33 +150,45 @@ def snakemake_sources(arguments):
     return sources
 
 
-def run_pipeline(arguments=(), folder=".", snakemake=None):
+def run_pipeline(arguments=(), folder=".", snakemake=None, check=None):
     """Run Snakemake in ``folder`` with ``arguments`` as the only run there; return its exit code. Snakemake runs
-    through :func:`main` (every config file it reads checked as data), holding the lock with this process; the
-    caller has checked the config (``kvlab run``), so the Snakefile does not again. A run that fails leaves
-    ``results/`` as it was (:func:`put_back`)."""
+    through :func:`main` (every config file it reads checked as data), holding the lock with this process. ``check``
+    (kvlab run's: the configs Snakemake will read) runs while Snakemake's process starts: that process imports
+    Snakemake, then waits for this one (a pipe, :data:`GO_FD`) before it reads anything, and ends unstarted when
+    ``check`` raises. A run that fails leaves ``results/`` as it was (:func:`put_back`)."""
     snakemake = snakemake or [sys.executable, "-m", "kvlab.workflow.runs"]
     lock = hold_lock(folder)
     try:
         clean_dead_run(folder, snakemake)
         results = Path(folder, "results")
         before = committed(results)
-        warm_kernels(folder)
         fd = lock.fileno()
+        wait, go = os.pipe()
         child = subprocess.Popen(
             [*snakemake, *arguments],
             cwd=folder,
-            pass_fds=(fd,),
-            env={**os.environ, LOCK_FD: str(fd), CHECKED: "1"},
+            pass_fds=(fd, wait),
+            env={**os.environ, LOCK_FD: str(fd), CHECKED: "1", GO_FD: str(wait)},
             process_group=0,  # its jobs with it: `kill -- -GROUP` stops the whole run
             preexec_fn=die_with_parent(signal.SIGKILL),
         )
+        os.close(wait)
+        try:
+            if check is not None:
+                check()
+            warm_kernels(folder)
+        except BaseException:
+            os.close(go)  # Snakemake's process reads no go and ends
+            child.wait()
+            raise
         lock.seek(0)
         lock.truncate()
         lock.write(f"{os.getpid()}, Snakemake's process group {child.pid}: kill -- -{child.pid}\n")
         lock.flush()
         forward = {sig: signal.signal(sig, lambda *_: child.send_signal(signal.SIGINT)) for sig in STOPS}
         try:
+            os.write(go, b"1")
+            os.close(go)
             code = child.wait()
         finally:
             for sig, handler in forward.items():
@@ -231,6 +244,9 @@ def main(argv=None):
     file it names as data first)."""
     from snakemake.cli import main as snakemake
 
+    go = os.environ.pop(GO_FD, "")
+    if go.isdigit() and os.read(int(go), 1) != b"1":
+        os._exit(0)  # kvlab run stopped before it: a config or a flag it refused (it says which)
     marked_before_running()
     try:
         snakemake(sys.argv[1:] if argv is None else argv)
