@@ -2,7 +2,8 @@
 
 Layers, bottom to top (tests/test_imports.py holds them; docs/layout.md lists every folder): ``util`` (no domain
 knowledge), ``serving`` (the serving engines kvlab models, one module each), ``workloads`` (where requests come
-from), ``cache`` (the two tiers and their settings), ``loop`` (the one request loop), ``curves`` and ``designs``,
+from), ``cache`` (the two tiers and their settings), ``loop`` (the one request loop), ``fleet`` (instances behind a
+router), ``curves`` and ``designs``,
 ``sizing``, ``latency``, ``simulator`` (one engine instance on a clock), ``measure``, ``report``, ``api`` (the Python
 API), ``workflow`` (what the Snakefile needs; never imports ``cli``), and ``cli`` (every command, the only layer
 that parses arguments). The three lab scripts (``kvsim``, ``scenario``, ``summarize``) stand beside them:

@@ -16,6 +16,7 @@ LAYERS = (
     ("kvlab.workloads",),
     ("kvlab.cache",),
     ("kvlab.loop",),
+    ("kvlab.fleet",),
     ("kvlab.curves", "kvlab.designs"),
     ("kvlab.sizing",),
     ("kvlab.latency",),

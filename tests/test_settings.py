@@ -13,7 +13,7 @@ from conftest import KVLAB, command_parsers, kvlab
 from kvlab import api
 from kvlab.api.curves import CurveSettings
 from kvlab.api.plans import PlanSettings
-from kvlab.api.replays import SERVER_SETTINGS, ReplaySettings
+from kvlab.api.replays import FLEET_SETTINGS, SERVER_SETTINGS, ReplaySettings
 from kvlab.api.sizes import SizeSettings
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.simulator.arrivals import Arrivals
@@ -34,7 +34,13 @@ COMMANDS = [
     (["simulate"], api.simulate, SIMULATE, EngineSettings, ()),
     (["simulate"], api.simulate, SIMULATE, Arrivals, ()),
     (["simulate"], api.simulate, SIMULATE, HardwareSettings, ("disk_medium", "disk_gbps", "disk_us")),
-    (["simulate"], api.simulate, SIMULATE, ReplaySettings, ("disk_tokens", "disk_eviction", *SERVER_SETTINGS)),
+    (
+        ["simulate"],
+        api.simulate,
+        SIMULATE,
+        ReplaySettings,
+        ("disk_tokens", "disk_eviction", *SERVER_SETTINGS, *FLEET_SETTINGS),
+    ),
     (["ttft", "predict"], api.ttft_predict, {**LAB, "gpu_tokens": 100, "model_config": MODEL}, HardwareSettings, ()),
 ]
 

@@ -190,6 +190,7 @@ NOT_ROOMS |= {"--gpu-hit-ms", "--cpu-load-ms"}  # the example measurement's late
 NOT_ROOMS |= {"--gpu-system"}  # the hardware TTFT is priced on (aiconfigurator-core's system: h100_sxm, ...)
 ROOM_WORDS |= {"blocks"}  # kvlab simulate's --gpu-blocks/--cpu-blocks (issue 25 names them): an engine's pool
 NOT_ROOMS |= {"--gpu-memory-utilization"}  # vLLM's flag: the share of GPU memory the engine takes
+NOT_ROOMS |= {"--cpu-scope"}  # issue 39's name: whether the instances share the CPU tier, not its room
 NOT_BUDGETS = {"--max-memory"}  # this machine's memory for the command itself (8G, 512M), not a cache's
 
 

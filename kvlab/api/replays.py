@@ -16,6 +16,7 @@ from kvlab.api.common import (
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.fleet import CPU_SCOPES, ROUTERS
 from kvlab.serving import SERVERS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
@@ -25,6 +26,8 @@ from kvlab.workloads import whole_number
 ONLINE = tuple(name for name, policy in EVICTION_POLICIES.items() if not policy.offline)  # a disk tier's
 CACHE_GROUP = "cache"
 SERVER_GROUP = "a server's own design (instead of the write and eviction policies)"
+FLEET_GROUP = "a fleet: instances behind a router, without a clock (kvlab/fleet/)"
+MAX_INSTANCES = 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,10 +106,37 @@ class ReplaySettings(Declared):
         help="tokens a saved state holds beyond the request (its question, its completion, its fixed bytes)",
     )
     bos: bool = setting(False, switch="on", group=SERVER_GROUP, help="every prompt starts with the same BOS token")
+    instances: int = setting(
+        1,
+        convert=whole_number(1, MAX_INSTANCES),
+        group=FLEET_GROUP,
+        help="engine instances, each with the rooms above (default 1)",
+    )
+    router: str = setting(
+        "round-robin",
+        choices=tuple(ROUTERS),
+        group=FLEET_GROUP,
+        help="which instance serves a request: round-robin (default), session (its first block's) or prefix (the"
+        " longest cached prefix, ties to the least used)",
+    )
+    cpu_scope: str = setting(
+        "private",
+        choices=CPU_SCOPES,
+        group=FLEET_GROUP,
+        help="the CPU tier each instance's own (private, default) or one all share, of all their rooms (shared)",
+    )
 
     def check(self):
         if not self.server and (self.state_extra_tokens or self.bos):
             raise SettingError("--state-extra-tokens and --bos apply to --server only")
+        if self.instances > 1:
+            if self.server:
+                raise SettingError(f"--instances applies to the cache's designs, not to --server {self.server}")
+            if self.disk_tokens:
+                raise SettingError("--disk-tokens: a fleet's disk tier is not modelled yet (--instances 1)")
+            for tier in ("gpu_eviction", "cpu_eviction"):
+                if EVICTION_POLICIES[getattr(self, tier)].offline:
+                    raise SettingError(f"{_flag(tier)} {getattr(self, tier)} reads the future: not with --instances")
 
 
 @dataclass(frozen=True)
@@ -139,6 +169,13 @@ class Replay(_Result):
         rows = [{"round": "all", **{key: value for key, value in document.items() if key in document["rounds"][0]}}]
         return _frame([*rows, *document["rounds"]]) if document["rounds"] else _frame(rows)
 
+    def instances_frame(self):
+        """One row per instance of a fleet (``instances`` > 1): what it served, as the replay reports the whole."""
+        document = self.to_dict()
+        if "instances" not in document:
+            raise KvlabError("a replay of one instance has no instances' table (instances=N, N > 1)")
+        return _frame(document["instances"])
+
     def requests(self):
         """One row per request (the ``--per-request`` table); only with ``per_request=True``."""
         import io
@@ -160,6 +197,7 @@ def replay(*, workload, per_request=False, max_memory=None, progress=None, **set
 
 
 SERVER_SETTINGS = tuple(found.name for found in fields(ReplaySettings) if found.metadata["group"] == SERVER_GROUP)
+FLEET_SETTINGS = tuple(found.name for found in fields(ReplaySettings) if found.metadata["group"] == FLEET_GROUP)
 
 
 def replay_settings():
@@ -179,20 +217,24 @@ def replay_footprint(cache, per_request):
     if isinstance(cache, BatchCache):
         return Footprint(request=row, key=FOOTPRINT.key, fixed=FOOTPRINT.fixed + table)
     fixed = FOOTPRINT.fixed if cache.offline else READING_BYTES  # opt loads the whole workload as the compiled do
-    return Footprint(access=120 if cache.offline else 0, request=row, key=250, fixed=fixed + table)  # Python objects
+    copies = len(getattr(cache, "caches", ())) or 1  # a fleet's instances may each hold a block
+    return Footprint(access=120 if cache.offline else 0, request=row, key=250 * copies, fixed=fixed + table)
 
 
 def _replay(*, workload, per_request, max_memory, progress, **settings):
     from kvlab.loop import per_request_csv, report
 
-    made, described, totals, rows = replay_parts(workload, per_request, max_memory, progress, settings)
+    made, described, totals, rows, instances = replay_parts(workload, per_request, max_memory, progress, settings)
     table = per_request_csv(made, rows) if rows is not None else None
-    return Replay.of(dump_json(report(made, described, totals)), table)
+    document = report(made, described, totals)
+    if instances is not None:
+        document["instances"] = instances
+    return Replay.of(dump_json(document), table)
 
 
 def replay_parts(workload, per_request, max_memory, progress, settings):
-    """``(workload, the cache described, totals, per-request parts or None)`` of one checked replay: what
-    :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
+    """``(workload, the cache described, totals, per-request parts or None, each instance's figures or None)`` of one
+    checked replay: what :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
     from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
     from kvlab.cache.tiers import DISK_SETTINGS
     from kvlab.loop import replay as replayed
@@ -222,10 +264,12 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
     else:
         try:
             chosen = CacheSettings(**rooms, **{key: checked[key] for key in (*CACHE_SETTINGS, *DISK_SETTINGS)})
-            cache = chosen.build(made)
+            cache = chosen.build(made) if checked["instances"] == 1 else build_fleet(chosen, checked)
         except ValueError as error:
             raise SettingError(str(error)) from None
         described = chosen.describe()
+        if checked["instances"] > 1:
+            described |= {key: checked[key] for key in FLEET_SETTINGS}
     rows = [] if per_request else None
     meter = _meter(max_memory, replay_footprint(cache, rows is not None))
     bar = progress(len(made)) if progress else None
@@ -234,7 +278,13 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
     finally:
         if bar:
             bar.close()
-    return made, described, totals, rows
+    return made, described, totals, rows, cache.instances() if checked["instances"] > 1 else None
+
+
+def build_fleet(chosen, checked):
+    from kvlab.fleet import build
+
+    return build(chosen, *(checked[key] for key in FLEET_SETTINGS))
 
 
 # --- curve ----------------------------------------------------------------------------------------------------

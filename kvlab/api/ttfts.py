@@ -90,7 +90,7 @@ def ttft_predict(*, workload, per_request=False, max_memory=None, progress=None,
     }
     settings = {**defaults, **settings}
     model = HardwareModel(hardware)  # its refusals come before the replay
-    made, described, totals, parts = replay_parts(workload, True, max_memory, progress, settings)
+    made, described, totals, parts, _ = replay_parts(workload, True, max_memory, progress, settings)
     model.block_tokens = made.block_tokens
     priced = price_requests(model, parts, described["cpu_tokens"] > 0)
     reported = report(made, described, totals)

@@ -53,10 +53,12 @@ class PrefixCache:
         gpu_eviction="lru",
         cpu_eviction="lru",
         blocks=None,
+        cpu_tier=None,
     ):
         tiers = (("gpu_eviction", gpu_eviction, gpu_room), ("cpu_eviction", cpu_eviction, cpu_room))
         gpu, cpu = check_settings(block_tokens, partial_blocks, eviction_order, tiers)
-        self.gpu, self.cpu = gpu(gpu_room), cpu(cpu_room)
+        self.gpu = gpu(gpu_room)
+        self.cpu = cpu(cpu_room) if cpu_tier is None else cpu_tier  # a tier several caches share (kvlab/fleet/)
         self.block_tokens = block_tokens
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"

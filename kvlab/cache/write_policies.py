@@ -193,11 +193,16 @@ class CacheSettings:
                 del shown[name]
         return shown
 
-    def build(self, workload=None, blocks=None):
+    def build(self, workload=None, blocks=None, cpu_tier=None):
         """The cache (a :class:`kvlab.cache.interface.Cache`). With ``workload`` (whose blocks must be
         ``block_tokens`` long), the compiled one where it has these settings and compiling pays for the workload's
         size (the replay's choice: ``kvlab/cache/compiled.py``); else the reference engine of the write policy, its
-        rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`)."""
+        rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`); with ``cpu_tier``, the
+        reference engine reading and writing that CPU tier (one several caches share: ``kvlab/fleet/``)."""
+        if cpu_tier is not None:
+            rules = self.policies()
+            policy = rules.pop("write_policy")
+            return make_cache(policy, self.gpu_tokens, self.cpu_tokens, self.block_tokens, cpu_tier=cpu_tier, **rules)
         if not self.disk_tokens:
             return self._two_tiers(workload, blocks)
         if blocks is not None:

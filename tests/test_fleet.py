@@ -1,0 +1,162 @@
+"""Many instances behind a router, without a clock (kvlab/fleet/, issue 39 part 1): one instance is the replay of
+today request by request, whatever the router and the CPU tier's scope; under ``session`` routing the instances are
+N separate replays of their sessions; a shared CPU tier holds one copy of a block for every instance; ``prefix``
+routing sends a request where its prefix is cached; and what the instances served adds up to the fleet's figures."""
+
+import json
+
+import pytest
+from conftest import kvlab, toy_workloads
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvlab import replay as api_replay
+from kvlab.cache.write_policies import WRITE_POLICIES, CacheSettings
+from kvlab.fleet import CPU_SCOPES, ROUTERS, build
+from kvlab.fleet.routers.session import session_of
+from kvlab.loop import COUNTERS, figures, overall, replay, rows_of
+from kvlab.util.errors import SettingError
+from kvlab.workloads import LabWorkload
+
+LAB = ["--workload", "lab", "--docs", "2", "--tokens", "100", "--block-tokens", "10"]
+
+
+def cache_settings(workload, gpu, cpu, policy):
+    return CacheSettings(gpu_tokens=gpu, cpu_tokens=cpu, block_tokens=workload.block_tokens, write_policy=policy)
+
+
+@settings(max_examples=60)
+@given(
+    toy_workloads(),
+    st.integers(0, 20),
+    st.integers(0, 20),
+    st.sampled_from(sorted(WRITE_POLICIES)),
+    st.sampled_from(sorted(ROUTERS)),
+    st.sampled_from(CPU_SCOPES),
+)
+def test_one_instance_is_the_replay_request_by_request(workload, gpu, cpu, policy, router, scope):
+    chosen = cache_settings(workload, gpu, cpu, policy)
+    alone, fleet = [], []
+    expected = replay(workload, chosen.build(), alone)
+    assert replay(workload, build(chosen, 1, router, scope), fleet) == expected
+    assert list(rows_of(fleet)) == list(rows_of(alone))
+
+
+@settings(max_examples=60)
+@given(
+    toy_workloads(), st.integers(2, 4), st.integers(0, 20), st.integers(0, 20), st.sampled_from(sorted(WRITE_POLICIES))
+)
+def test_session_routing_is_separate_replays_of_the_sessions(workload, instances, gpu, cpu, policy):
+    """With private tiers, instance i serves exactly the requests whose first block's session number is i modulo N,
+    as a cache of its own would; a request without blocks goes to the least used and reuses nothing."""
+    chosen = cache_settings(workload, gpu, cpu, policy)
+    fleet = build(chosen, instances, "session", "private")
+    replay(workload, fleet)
+    for index in range(instances):
+        own, served = chosen.build(), [0] * len(COUNTERS)
+        for request in workload.requests():
+            if request.keys and session_of(request.keys) % instances == index:
+                for column, value in enumerate(
+                    (1, len(request.keys), request.tokens, *own.serve(request.keys, request.tokens))
+                ):
+                    served[column] += value
+        empty = fleet.counts[index][0] - served[0]
+        assert empty >= 0
+        assert fleet.counts[index] == [served[0] + empty, *served[1:]]  # an empty request adds a request only
+
+
+def lab(passes):
+    return LabWorkload(10, docs=2, tokens=100, passes=passes)
+
+
+def test_a_shared_cpu_tier_holds_one_copy_for_every_instance():
+    """Documents 0, 1, 1, 0 round-robin over two instances without GPU room, each with a CPU room of one document:
+    private tiers never see a document twice; the shared one (two documents' room) serves both second reads, and
+    holds each block once."""
+    chosen = CacheSettings(gpu_tokens=0, cpu_tokens=100, block_tokens=10)
+    private = build(chosen, 2, "round-robin", "private")
+    shared = build(chosen, 2, "round-robin", "shared")
+    assert figures(overall(replay(lab("fwd,rev"), private)))["cpu_hit_tokens"] == 0
+    assert figures(overall(replay(lab("fwd,rev"), shared)))["cpu_hit_tokens"] == 200
+    first, second = shared.caches
+    assert first.cpu is second.cpu and len(first.cpu) == 20 and first.cpu.capacity == 200
+
+
+def test_prefix_routing_sends_a_request_where_its_prefix_is_cached():
+    """Documents 0, 1, 1, 0 over two instances of one document's GPU room: round-robin sends each second read to the
+    instance that never saw it; prefix routing to the one that holds it."""
+    chosen = CacheSettings(gpu_tokens=100, cpu_tokens=0, block_tokens=10)
+    by_turn = figures(overall(replay(lab("fwd,rev"), build(chosen, 2, "round-robin", "private"))))
+    by_prefix = figures(overall(replay(lab("fwd,rev"), build(chosen, 2, "prefix", "private"))))
+    assert (by_turn["gpu_hit_tokens"], by_prefix["gpu_hit_tokens"]) == (0, 200)
+
+
+@pytest.mark.parametrize("router", sorted(ROUTERS))
+@pytest.mark.parametrize("scope", CPU_SCOPES)
+def test_the_instances_add_up_to_the_fleet(router, scope):
+    done = kvlab(
+        "replay",
+        *LAB,
+        "--gpu-tokens",
+        "100",
+        "--cpu-tokens",
+        "100",
+        "--instances",
+        "3",
+        "--router",
+        router,
+        "--cpu-scope",
+        scope,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert [entry["instance"] for entry in document["instances"]] == [0, 1, 2]
+    assert document["cache"] | {"instances": 3, "router": router, "cpu_scope": scope} == document["cache"]
+    for name in ("requests", "block_accesses", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens"):
+        assert sum(entry[name] for entry in document["instances"]) == document[name]
+
+
+def test_the_python_api_gives_a_row_per_instance():
+    result = api_replay(
+        workload="lab", docs=2, tokens=100, block_tokens=10, gpu_tokens=100, instances=2, router="prefix"
+    )
+    frame = result.instances_frame()
+    assert list(frame["instance"]) == [0, 1]
+    assert frame["input_tokens"].sum() == result.input_tokens
+    assert frame["gpu_hit_tokens"].sum() == result.gpu_hit_tokens
+
+
+def test_one_instance_prints_what_the_replay_prints():
+    plain = kvlab("replay", *LAB, "--gpu-tokens", "100", "--cpu-tokens", "100")
+    one = kvlab(
+        "replay",
+        *LAB,
+        "--gpu-tokens",
+        "100",
+        "--cpu-tokens",
+        "100",
+        "--instances",
+        "1",
+        "--router",
+        "prefix",
+        "--cpu-scope",
+        "shared",
+    )
+    assert (one.returncode, one.stdout, one.stderr) == (0, plain.stdout, "")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--disk-tokens", "100"], "--disk-tokens: a fleet's disk tier is not modelled yet (--instances 1)"),
+        (["--gpu-eviction", "opt"], "--gpu-eviction opt reads the future: not with --instances"),
+        (["--server", "llama-cpp"], "--instances applies to the cache's designs, not to --server llama-cpp"),
+    ],
+)
+def test_what_a_fleet_does_not_model_is_refused_in_one_line(extra, message):
+    done = kvlab("replay", *LAB, "--gpu-tokens", "100", "--instances", "2", *extra)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"kvlab replay: error: {message}\n")
+    keywords = {extra[0][2:].replace("-", "_"): extra[1]}
+    keywords = {key: int(value) if value.isdigit() else value for key, value in keywords.items()}
+    with pytest.raises(SettingError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+        api_replay(workload="lab", docs=2, tokens=100, block_tokens=10, gpu_tokens=100, instances=2, **keywords)
