@@ -1,7 +1,8 @@
 """Many instances behind a router, without a clock (kvlab/fleet/, issue 39 part 1): one instance is the replay of
 today request by request, whatever the router and the CPU tier's scope; under ``session`` routing the instances are
 N separate replays of their sessions; a shared CPU tier holds one copy of a block for every instance; ``prefix``
-routing sends a request where its prefix is cached; and what the instances served adds up to the fleet's figures."""
+routing sends a request where its prefix is cached; what the instances served adds up to the fleet's figures; and the
+exact curve of a shared tier is the fleet's replay at every room."""
 
 import json
 
@@ -11,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvlab import replay as api_replay
+from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WRITE_POLICIES, CacheSettings
+from kvlab.curves.mrc import tier_curve
 from kvlab.fleet import CPU_SCOPES, ROUTERS, build
 from kvlab.fleet.routers.session import session_of
 from kvlab.loop import COUNTERS, figures, overall, replay, rows_of
@@ -160,3 +163,43 @@ def test_what_a_fleet_does_not_model_is_refused_in_one_line(extra, message):
     keywords = {key: int(value) if value.isdigit() else value for key, value in keywords.items()}
     with pytest.raises(SettingError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
         api_replay(workload="lab", docs=2, tokens=100, block_tokens=10, gpu_tokens=100, instances=2, **keywords)
+
+
+@settings(max_examples=60, deadline=None)  # the first example loads the compiled kernels
+@given(
+    toy_workloads(),
+    st.integers(2, 3),
+    st.integers(0, 20),
+    st.lists(st.integers(0, 25), min_size=1, max_size=4),
+    st.sampled_from(["round-robin", "session"]),
+    st.sampled_from(PARTIAL_BLOCKS),
+    st.sampled_from(EVICTION_ORDERS),
+)
+def test_the_shared_tiers_curve_is_the_fleet_at_every_room(workload, instances, gpu, rooms, router, partial, order):
+    """The exact curve of the CPU tier a fleet shares, at a pool room of N times an instance's, is what the fleet's
+    replay with that shared tier serves from the CPU, round by round (write-through, LRU)."""
+    curve = tier_curve(workload, partial, order, gpu_tokens=gpu, instances=instances, router=router)
+    for room in rooms:
+        rules = {"partial_blocks": partial, "eviction_order": order}
+        chosen = CacheSettings(gpu_tokens=gpu, cpu_tokens=room, block_tokens=workload.block_tokens, **rules)
+        totals = replay(workload, build(chosen, instances, router, "shared"))
+        assert list(curve.at(room * instances)) == [row[COUNTERS.index("cpu_tokens")] for row in totals]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "--instances: a fleet's curve is its shared CPU tier's: give --gpu-tokens alone"),
+        (
+            ["--gpu-tokens", "100", "--cpu-tokens", "10"],
+            "--instances: a fleet's curve is its shared CPU tier's: give --gpu-tokens alone",
+        ),
+        (
+            ["--gpu-tokens", "100", "--router", "prefix"],
+            "--router prefix reads the CPU tier, whose room the curve varies: no exact curve",
+        ),
+    ],
+)
+def test_a_curve_a_fleet_cannot_have_is_refused_in_one_line(extra, message):
+    done = kvlab("mrc", *LAB, "--instances", "2", *extra)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"kvlab mrc: error: {message}\n")

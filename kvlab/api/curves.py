@@ -5,12 +5,14 @@ from dataclasses import dataclass, field, fields, replace
 
 from kvlab.api.common import _bound, _declared, _grid, _meter, _ratio, _Result, _switch, compile_notice, workload_of
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
+from kvlab.fleet import instances_setting, router_setting
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
 from kvlab.util.settings import Declared, setting
 from kvlab.workloads import whole_number
 
 CACHE = "cache (LRU on every tier, write-through)"
+FLEET = "a fleet: the curve of the CPU tier its instances share (kvlab/fleet/)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,9 +47,17 @@ class CurveSettings(Declared):
         help="also the smallest room for this token hit ratio over all rounds (0..1)",
     )
 
+    instances: int = instances_setting(FLEET)
+    router: str = router_setting(FLEET)
+
     def check(self):
         if self.cpu_tokens is not None and self.gpu_tokens is None:
             raise SettingError("--cpu-tokens gives the disk tier's curve below a GPU room: give --gpu-tokens too")
+        if self.instances > 1:
+            if self.gpu_tokens is None or self.cpu_tokens is not None:
+                raise SettingError("--instances: a fleet's curve is its shared CPU tier's: give --gpu-tokens alone")
+            if self.router == "prefix":
+                raise SettingError("--router prefix reads the CPU tier, whose room the curve varies: no exact curve")
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,8 @@ def _curve(*, workload, table, max_memory, **settings):
     made = workload_of(workload, options, block, "curve")
     tier = "gpu" if gpu_tokens is None else "cpu" if cpu_tokens is None else "disk"
     meter = _meter(max_memory, replace(FOOTPRINT, fixed=FOOTPRINT.fixed + PANDAS_BYTES) if table else FOOTPRINT)
-    found = tier_curve(made, partial, order, gpu_tokens, compile_notice, meter, cpu_tokens=cpu_tokens)
+    fleet = {"instances": checked.instances, "router": checked.router} if checked.instances > 1 else {}
+    found = tier_curve(made, partial, order, gpu_tokens, compile_notice, meter, cpu_tokens=cpu_tokens, **fleet)
     cache = {
         "tier": tier,
         "block_tokens": made.block_tokens,
@@ -121,6 +132,8 @@ def _curve(*, workload, table, max_memory, **settings):
         cache.update(write_policy="write-through", gpu_tokens=gpu_tokens)
     if tier == "disk":
         cache.update(cpu_tokens=cpu_tokens)
+    if fleet:
+        cache.update(**fleet, cpu_scope="shared")
     result = {"workload": made.describe(), "cache": cache, **cliffs(found, target)}
     return Curve.of(dump_json(result), curve_csv(found, tier) if table else None)
 

@@ -16,7 +16,7 @@ from kvlab.api.common import (
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.fleet import CPU_SCOPES, ROUTERS
+from kvlab.fleet import cpu_scope_setting, instances_setting, router_setting
 from kvlab.serving import SERVERS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
@@ -27,7 +27,6 @@ ONLINE = tuple(name for name, policy in EVICTION_POLICIES.items() if not policy.
 CACHE_GROUP = "cache"
 SERVER_GROUP = "a server's own design (instead of the write and eviction policies)"
 FLEET_GROUP = "a fleet: instances behind a router, without a clock (kvlab/fleet/)"
-MAX_INSTANCES = 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,25 +105,9 @@ class ReplaySettings(Declared):
         help="tokens a saved state holds beyond the request (its question, its completion, its fixed bytes)",
     )
     bos: bool = setting(False, switch="on", group=SERVER_GROUP, help="every prompt starts with the same BOS token")
-    instances: int = setting(
-        1,
-        convert=whole_number(1, MAX_INSTANCES),
-        group=FLEET_GROUP,
-        help="engine instances, each with the rooms above (default 1)",
-    )
-    router: str = setting(
-        "round-robin",
-        choices=tuple(ROUTERS),
-        group=FLEET_GROUP,
-        help="which instance serves a request: round-robin (default), session (its first block's) or prefix (the"
-        " longest cached prefix, ties to the least used)",
-    )
-    cpu_scope: str = setting(
-        "private",
-        choices=CPU_SCOPES,
-        group=FLEET_GROUP,
-        help="the CPU tier each instance's own (private, default) or one all share, of all their rooms (shared)",
-    )
+    instances: int = instances_setting(FLEET_GROUP)
+    router: str = router_setting(FLEET_GROUP)
+    cpu_scope: str = cpu_scope_setting(FLEET_GROUP)
 
     def check(self):
         if not self.server and (self.state_extra_tokens or self.bos):

@@ -169,6 +169,8 @@ def tier_curve(
     meter=None,
     method=None,
     cpu_tokens=None,
+    instances=1,
+    router="round-robin",
 ):
     """Tokens served per round by the GPU tier (``gpu_tokens`` None), by the CPU tier of write-through at GPU room
     ``gpu_tokens``, or by the disk tier below both at GPU and CPU rooms ``gpu_tokens`` and ``cpu_tokens``
@@ -177,7 +179,9 @@ def tier_curve(
     called once the workload is read, if the kernels are still to be compiled (to say so); ``meter``
     (:class:`kvlab.util.memory.Meter`) stops a workload too large for the memory allowed. ``method``:
     ``"equal"`` (blocks of one size, ``kvlab/curves/equal_sizes.py``), ``"general"`` (any sizes), or None
-    for the first that applies; both give the same curve."""
+    for the first that applies; both give the same curve. With ``instances`` > 1: the curve of the CPU tier that
+    ``instances`` instances of GPU room ``gpu_tokens`` share, behind ``router`` (``kvlab/fleet/``): its room the
+    pool's, and each request's GPU prefix its own instance's; the router must not read the CPU tier."""
     if workload.token_bound() >= 2**62:  # the curve's sums are 64-bit: past this they would wrap, not fail
         raise ValueError(
             f"the workload's tokens may add up to {workload.token_bound():,}: the exact curve counts in 64 bits"
@@ -194,7 +198,16 @@ def tier_curve(
     base = np.zeros(rounds, dtype=np.int64)
     if before_compile is not None and not compiled():
         before_compile()
-    if gpu_tokens is not None:  # the tiers in front alone decide what reaches this one
+    if instances > 1:  # a fleet's GPU tiers in front of the CPU tier they share (kvlab/fleet/)
+        from kvlab.cache.interface import CacheSettings
+        from kvlab.fleet import gpu_served
+
+        rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
+        settings = CacheSettings(gpu_tokens=gpu_tokens, cpu_tokens=0, block_tokens=block, **rules)
+        served = gpu_served(workload, settings, instances, router)
+        first = served[:, 0]
+        base = round_sums(columns.rounds, served[:, 2], rounds)
+    elif gpu_tokens is not None:  # the tiers in front alone decide what reaches this one
         above = CompiledLRU(
             gpu_tokens, cpu_tokens or 0, block, partial_blocks=partial_blocks, eviction_order=eviction_order
         )

@@ -8,10 +8,43 @@ remote backend hold one copy for every instance."""
 from kvlab.cache.interface import CacheSettings
 from kvlab.fleet.routers import ROUTERS
 from kvlab.loop import COUNTERS, figures
+from kvlab.util.settings import setting
+from kvlab.workloads import whole_number
 
-__all__ = ["CPU_SCOPES", "Fleet", "ROUTERS", "build"]
+__all__ = [
+    "CPU_SCOPES",
+    "Fleet",
+    "ROUTERS",
+    "build",
+    "cpu_scope_setting",
+    "gpu_served",
+    "instances_setting",
+    "router_setting",
+]
 
 CPU_SCOPES = ("private", "shared")
+MAX_INSTANCES = 1024
+
+
+def instances_setting(group=None):
+    """``--instances``, declared once for every command that takes it."""
+    help_text = "engine instances, each with the rooms above (default 1)"
+    return setting(1, convert=whole_number(1, MAX_INSTANCES), group=group, help=help_text)
+
+
+def router_setting(group=None):
+    """``--router``, declared once: the registry's names (``kvlab/fleet/routers/``)."""
+    help_text = (
+        "which instance serves a request: round-robin (default), session (its first block's) or prefix (the"
+        " longest cached prefix, ties to the least used)"
+    )
+    return setting("round-robin", choices=tuple(ROUTERS), group=group, help=help_text)
+
+
+def cpu_scope_setting(group=None):
+    """``--cpu-scope``, declared once."""
+    help_text = "the CPU tier each instance's own (private, default) or one all share, of all their rooms (shared)"
+    return setting("private", choices=CPU_SCOPES, group=group, help=help_text)
 
 
 class Fleet:
@@ -53,3 +86,19 @@ def build(settings, instances, router, cpu_scope):
         shared = pool.build().cpu
     caches = [settings.build(cpu_tier=shared) for _ in range(instances)]
     return Fleet(caches, ROUTERS[router]())
+
+
+def gpu_served(workload, settings, instances, router):
+    """Per request of ``workload``, in order, ``(GPU blocks, 0, GPU tokens, 0)`` its instance's GPU tier served in a
+    fleet of ``instances`` GPU tiers of ``settings`` (rooms per instance) behind ``router``, without a CPU tier: what
+    a shared CPU tier's curve starts each request from (``kvlab/curves/mrc.py``), for a router that does not read
+    the CPU tier."""
+    import numpy as np
+
+    from kvlab.loop import replay, rows_of
+
+    gpu_only = CacheSettings(**{**settings.describe(), "cpu_tokens": 0})
+    parts = []
+    replay(workload, build(gpu_only, instances, router, "private"), parts)
+    names = ("gpu_hit_blocks", "cpu_hit_blocks", "gpu_hit_tokens", "cpu_hit_tokens")
+    return np.array(list(rows_of(parts, names)), dtype=np.int64).reshape(-1, 4)
