@@ -203,3 +203,96 @@ def test_the_shared_tiers_curve_is_the_fleet_at_every_room(workload, instances, 
 def test_a_curve_a_fleet_cannot_have_is_refused_in_one_line(extra, message):
     done = kvlab("mrc", *LAB, "--instances", "2", *extra)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"kvlab mrc: error: {message}\n")
+
+
+QWEN = "models/Qwen2.5-1.5B-Instruct/config.json"
+PLAN = ["plan", "--workload", "lab", "--docs", "3", "--tokens", "200", "--chunk-tokens", "10", "--model-config", QWEN]
+
+
+def planned(*extra):
+    done = kvlab(*PLAN, "--gpu-tokens", "200", *extra)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def replayed(cpu_tokens, *extra):
+    done = kvlab(
+        "replay",
+        "--workload",
+        "lab",
+        "--docs",
+        "3",
+        "--tokens",
+        "200",
+        "--block-tokens",
+        "10",
+        "--gpu-tokens",
+        "200",
+        "--cpu-tokens",
+        str(cpu_tokens),
+        *extra,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("router", "scope"),
+    [("round-robin", "shared"), ("prefix", "shared"), ("round-robin", "private"), ("session", "private")],
+)
+def test_a_fleets_plan_is_its_replay_at_the_budget_and_at_full_reuse(router, scope):
+    """The plan's figures at its CPU budget, and its room for full reuse, per instance, are what the fleet's replay
+    serves at those rooms (a shared tier's curve, or bisection over replays: prefix routing reads the CPU tier);
+    one block less per instance does not reach full reuse."""
+    fleet = ["--instances", "3", "--router", router, "--cpu-scope", scope]
+    plan = planned("--cpu-gib", "0.001", *fleet)
+    assert plan["cache"] | {"instances": 3, "router": router, "cpu_scope": scope} == plan["cache"]
+    at_budget = replayed(plan["cache"]["cpu_tokens"], *fleet)
+    assert (plan["gpu_hit_tokens"], plan["cpu_hit_tokens"]) == (
+        at_budget["gpu_hit_tokens"],
+        at_budget["cpu_hit_tokens"],
+    )
+    full = plan["cpu_tokens_for_full_reuse"]
+    assert replayed(full, *fleet)["token_hit_ratio"] == plan["max_token_hit_ratio"]
+    assert full == 0 or replayed(full - 10, *fleet)["token_hit_ratio"] < plan["max_token_hit_ratio"]
+
+
+def test_a_fleets_plan_for_people_says_it_is_a_fleet():
+    done = kvlab(
+        *PLAN,
+        "--gpu-tokens",
+        "200",
+        "--cpu-gib",
+        "0.001",
+        "--instances",
+        "3",
+        "--cpu-scope",
+        "shared",
+        "--format",
+        "table",
+    )
+    assert done.returncode == 0, done.stderr
+    said = "fleet: 3 instances, round-robin routing, one CPU tier of 3 x the budget, shared"
+    assert done.stdout.splitlines()[2] == f"{said}; rooms and budgets per instance"
+
+
+def test_a_plan_of_one_instance_is_the_plan():
+    assert planned("--cpu-gib", "0.001", "--instances", "1", "--router", "prefix", "--cpu-scope", "shared") == planned(
+        "--cpu-gib", "0.001"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--gpu-system", "h100_sxm", "--engine", "vllm"],
+            "--gpu-system: a fleet's time comes with kvlab simulate --instances (not modelled yet)",
+        ),
+        (["--load", "rate=1"], "--load: a fleet's time comes with kvlab simulate --instances (not modelled yet)"),
+        (["--disk-gib", "1"], "--disk-gib, --disk-tokens: a fleet's disk tier is not modelled yet (--instances 1)"),
+    ],
+)
+def test_what_a_fleets_plan_does_not_model_is_refused_in_one_line(extra, message):
+    done = kvlab(*PLAN, "--gpu-tokens", "200", "--instances", "2", *extra)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"kvlab plan: error: {message}\n")

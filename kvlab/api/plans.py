@@ -26,6 +26,7 @@ from kvlab.api.common import (
 from kvlab.cache.costs import WINDOW_RULES
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.fleet import cpu_scope_setting, instances_setting, router_setting
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.serving import OFFLOADING
 from kvlab.sizing.model_size import MAX_GIB, decimal_gib, kv_dtype_setting
@@ -35,6 +36,10 @@ from kvlab.util.settings import Declared, setting
 from kvlab.workloads import whole_number
 
 DEFAULT_GPUS_PER_NODE = 8  # the node --cpu-gib-per-node is divided over without --gpu-system
+
+
+FLEET = "a fleet: instances behind a router, without a clock (kvlab/fleet/); rooms and budgets per instance"
+FLEET_SETTINGS = ("instances", "router", "cpu_scope")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +142,9 @@ class PlanSettings(Declared):
         " allocator: only the last window of each request; budgets by bisection over replays); default in-window"
         " with --engine vllm, else all-layers",
     )
+    instances: int = instances_setting(FLEET)
+    router: str = router_setting(FLEET)
+    cpu_scope: str = cpu_scope_setting(FLEET)
 
     def check(self):
         _exclusive(vars(self), "gpu_tokens", "gpu_gib")
@@ -265,6 +273,13 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     options = {key: settings.pop(key) for key in list(settings) if key not in PLAN_SETTINGS}
     checked = dict(vars(PlanSettings(**settings)))
     hardware = _hardware(hardware, checked["engine"])
+    fleet = tuple(checked[key] for key in FLEET_SETTINGS) if checked["instances"] > 1 else None
+    if fleet is not None:
+        for given, flag in ((hardware, "--gpu-system"), (load, "--load")):
+            if given is not None:
+                raise SettingError(f"{flag}: a fleet's time comes with kvlab simulate --instances (not modelled yet)")
+        if checked["disk_gib"] is not None or checked["disk_tokens"] is not None:
+            raise SettingError("--disk-gib, --disk-tokens: a fleet's disk tier is not modelled yet (--instances 1)")
     node = None
     if checked["cpu_gib_per_node"] is not None:
         node = _per_node(checked["cpu_gib_per_node"], checked["tp"], hardware)
@@ -309,6 +324,7 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         checked["chunk_tokens"],
         checked["disk_gib"],
         checked["disk_tokens"],
+        fleet,
     )
     if node is not None:
         cache = result["cache"]

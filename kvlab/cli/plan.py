@@ -41,12 +41,13 @@ def add_plan_arguments(parser, grid=False):
     plan's answers besides (kvlab.api.plans.PlanSettings)."""
     add_workload_arguments(parser)
     add_arguments(parser, ModelFile)
-    skip = () if grid else ("cpu_gib_per_node", "disk_gib", "disk_tokens", *PLAN_ANSWERS)
+    skip = () if grid else ("cpu_gib_per_node", "disk_gib", "disk_tokens", *PLAN_ONLY)
     defaults = None if grid else {"cpu_gib": ZERO}
     add_arguments(parser, plans.PlanSettings, skip=skip, grid=grid, defaults=defaults)
 
 
-PLAN_ANSWERS = ("target_hit_ratio", "engine", "window_rule")  # what kvlab plan answers besides the plan
+# kvlab plan's own: what it answers besides the plan, and a fleet (kvlab ttft budgets prices one instance)
+PLAN_ONLY = ("target_hit_ratio", "engine", "window_rule", *plans.FLEET_SETTINGS)
 ZERO = decimal_gib(0)  # ttft budgets' one CPU budget, by default
 
 

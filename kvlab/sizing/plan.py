@@ -33,6 +33,7 @@ from kvlab.cache.interface import CacheSettings
 from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
+from kvlab.fleet import build as build_fleet
 from kvlab.loop import ratio, replay
 from kvlab.serving import ENGINES, disk_settings, engine_settings
 from kvlab.sizing.model_size import gib, no_tokens, tokens_in
@@ -95,14 +96,23 @@ class Planner(TierPlanner):
         before_compile=None,
         meter=None,
         costs=None,
+        fleet=None,
     ):
         self.workload = workload
         self.gpu_room = gpu_room
         self.write_policy = write_policy
         self.costs = costs
         self.rules = {"partial_blocks": partial_blocks, "eviction_order": eviction_order}
-        if write_policy == "write-through" and costs is None:
-            self.curve = tier_curve(workload, partial_blocks, eviction_order, gpu_room, before_compile, meter)
+        self.fleet = fleet  # (instances, router, CPU scope) of a fleet (kvlab/fleet/), rooms per instance; or None
+        self.pool = fleet[0] if fleet is not None and fleet[2] == "shared" else 1  # a shared tier has all the rooms
+        if fleet is not None and costs is not None:
+            raise ValueError("a fleet's rooms are in tokens of all layers: plan it with --window-rule all-layers")
+        curved = fleet is None or (fleet[2] == "shared" and fleet[1] != "prefix")  # one LRU stack, routing CPU-blind
+        if write_policy == "write-through" and costs is None and curved:
+            instances = {"instances": fleet[0], "router": fleet[1]} if fleet else {}
+            self.curve = tier_curve(
+                workload, partial_blocks, eviction_order, gpu_room, before_compile, meter, **instances
+            )
 
     def per_round(self, room):
         """``(input, GPU, CPU)`` tokens per round at this CPU room."""
@@ -110,12 +120,18 @@ class Planner(TierPlanner):
             block = self.workload.block_tokens
             if self.costs is None:
                 rooms = {"gpu_tokens": self.gpu_room, "cpu_tokens": room, "block_tokens": block}
-                cache = CacheSettings(**rooms, write_policy=self.write_policy, **self.rules).build()
+                settings = CacheSettings(**rooms, write_policy=self.write_policy, **self.rules)
+                cache = settings.build() if self.fleet is None else build_fleet(settings, *self.fleet)
             else:  # the reference engine with rooms in bytes
                 cache = make_cache(self.write_policy, self.gpu_room, room, block, blocks=self.costs, **self.rules)
             return [(row[2], row[5], row[6]) for row in replay(self.workload, cache)]
         curve = self.curve
-        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(room), strict=True)]
+        return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(room * self.pool), strict=True)]
+
+    def smallest(self, hits):
+        """As every tier's, in rooms per instance: a shared tier's curve counts the pool's."""
+        found = super().smallest(hits)
+        return found if found is None or self.curve is None else -(-found // self.pool)
 
     def unlimited(self):
         return self.unlimited_cpu
@@ -300,13 +316,16 @@ def plan(
     chunk_tokens=None,
     disk_gib=None,
     disk_tokens=None,
+    fleet=None,
 ):
     """The planner's JSON object (see the module's docstring); ``before_compile`` and ``meter`` as
     :func:`tier_curve`'s. Rooms and budgets are per GPU; ``gpu_tokens`` counts tokens of all layers.
     ``chunk_tokens`` is the chunk asked for (``--chunk-tokens``; None: none), which the engine's settings carry;
     the replay's unit is the workload's ``block_tokens``. With ``disk_gib`` or ``disk_tokens`` (per GPU) a disk tier
     below the CPU (``kvlab/cache/tiers.py``): its figures per round at that room and the disk room for full reuse
-    (and the target) at the plan's GPU and CPU rooms. ValueError, in words, for a model with no KV per token."""
+    (and the target) at the plan's GPU and CPU rooms. With ``fleet`` ``(instances, router, CPU scope)``, a fleet of
+    that many instances behind that router (``kvlab/fleet/``), every room and budget per instance. ValueError, in
+    words, for a model with no KV per token."""
     refused = no_tokens(shape)
     if refused:
         raise ValueError(refused)
@@ -321,7 +340,9 @@ def plan(
     def room_of(amount):  # exact bytes per GPU -> a room, as cpu_room is of the budget
         return math.floor(amount / per_token) if costs is None else math.floor(amount)
 
-    planner = Planner(workload, gpu_room, write_policy, partial_blocks, eviction_order, before_compile, meter, costs)
+    planner = Planner(
+        workload, gpu_room, write_policy, partial_blocks, eviction_order, before_compile, meter, costs, fleet
+    )
     disk = None
     if disk_gib is not None or disk_tokens is not None:
         disk_room = disk_tokens if disk_tokens is not None else tokens_in(disk_gib, per_token)
@@ -353,6 +374,7 @@ def plan(
             "cpu_gib": float(cpu_gib),
             "cpu_tokens": cpu_tokens,
             **({} if disk is None else {"disk_gib": disk_budget, "disk_tokens": disk_room}),
+            **({} if fleet is None else dict(zip(("instances", "router", "cpu_scope"), fleet, strict=True))),
         },
         **{key: value for key, value in round_figures("all", *totals).items() if key != "round"},
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],
@@ -407,6 +429,13 @@ def table(result):
     lines = [model_line(result), "; ".join([rooms["gpu"], rooms["cpu"], rules_part(cache)]), ""]
     if "disk" in rooms:
         lines.insert(2, f"{rooms['disk']}, below the CPU, LRU")
+    if "instances" in cache:
+        shared = cache["cpu_scope"] == "shared"
+        tier = f"one CPU tier of {cache['instances']} x the budget, shared" if shared else "each its own CPU tier"
+        lines.insert(
+            2,
+            f"fleet: {cache['instances']} instances, {cache['router']} routing, {tier}; rooms and budgets per instance",
+        )
     rows = pd.DataFrame([*result["rounds"], {**result, "round": "all"}])
     disk = ["disk_hit_tokens"] if "disk_tokens" in cache else []
     rows = rows[
