@@ -252,9 +252,9 @@ def report(workload, settings, totals):
     }
 
 
-def per_request_csv(workload, parts):
+def per_request_csv(workload, parts, instances=None):
     """The per-request table as CSV text (pandas), one row per request in replay order, from ``replay``'s
-    ``per_request`` parts."""
+    ``per_request`` parts; with ``instances`` (a fleet's, ``kvlab/fleet/``), the instance that served each."""
     import numpy as np
     import pandas as pd
 
@@ -270,6 +270,8 @@ def per_request_csv(workload, parts):
     ids = workload.request_ids()
     if ids is not None and len(ids) == len(table):  # the trace's own ids, beside kvlab's numbers
         table.insert(1, "request_id", ["" if value is None else value for value in ids])
+    if instances is not None:
+        table.insert(1, "instance", instances)
     table["round"] = table["round"].map(dict(enumerate(workload.rounds)))
     computed = table["input_tokens"] - table["gpu_hit_tokens"] - table["cpu_hit_tokens"]
     table["computed_tokens"] = computed - table["disk_hit_tokens"] if "disk_hit_tokens" in table else computed

@@ -129,6 +129,25 @@ def test_the_python_api_gives_a_row_per_instance():
     assert frame["gpu_hit_tokens"].sum() == result.gpu_hit_tokens
 
 
+@pytest.mark.parametrize("router", sorted(ROUTERS))
+def test_the_per_request_table_names_each_requests_instance(router):
+    result = api_replay(
+        workload="lab",
+        docs=3,
+        tokens=100,
+        block_tokens=10,
+        gpu_tokens=100,
+        cpu_tokens=100,
+        instances=3,
+        router=router,
+        per_request=True,
+    )
+    rows = result.requests().groupby("instance")[["input_tokens", "gpu_hit_tokens", "cpu_hit_tokens"]].sum()
+    instances = result.instances_frame().set_index("instance")
+    served = instances[instances["requests"] > 0][["input_tokens", "gpu_hit_tokens", "cpu_hit_tokens"]]
+    assert rows.to_dict() == served.to_dict()
+
+
 def test_one_instance_prints_what_the_replay_prints():
     plain = kvlab("replay", *LAB, "--gpu-tokens", "100", "--cpu-tokens", "100")
     one = kvlab(

@@ -207,17 +207,18 @@ def replay_footprint(cache, per_request):
 def _replay(*, workload, per_request, max_memory, progress, **settings):
     from kvlab.loop import per_request_csv, report
 
-    made, described, totals, rows, instances = replay_parts(workload, per_request, max_memory, progress, settings)
-    table = per_request_csv(made, rows) if rows is not None else None
+    made, described, totals, rows, fleet = replay_parts(workload, per_request, max_memory, progress, settings)
+    chosen = fleet.chosen if fleet is not None else None
+    table = per_request_csv(made, rows, chosen) if rows is not None else None
     document = report(made, described, totals)
-    if instances is not None:
-        document["instances"] = instances
+    if fleet is not None:
+        document["instances"] = fleet.instances()
     return Replay.of(dump_json(document), table)
 
 
 def replay_parts(workload, per_request, max_memory, progress, settings):
-    """``(workload, the cache described, totals, per-request parts or None, each instance's figures or None)`` of one
-    checked replay: what :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
+    """``(workload, the cache described, totals, per-request parts or None, the fleet or None)`` of one checked replay:
+    what :func:`replay` reports, and what ``kvlab ttft predict`` prices request by request."""
     from kvlab.cache.interface import CACHE_SETTINGS, CacheSettings
     from kvlab.cache.tiers import DISK_SETTINGS
     from kvlab.loop import replay as replayed
@@ -261,7 +262,7 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
     finally:
         if bar:
             bar.close()
-    return made, described, totals, rows, cache.instances() if checked["instances"] > 1 else None
+    return made, described, totals, rows, cache if checked["instances"] > 1 else None
 
 
 def build_fleet(chosen, checked):

@@ -58,6 +58,7 @@ class Fleet:
         self.router = router
         self.block_tokens = caches[0].block_tokens
         self.routed = [0] * len(caches)  # requests per instance so far (the routers' load, without a clock)
+        self.chosen = []  # each request's instance, in order (the per-request table's column)
         self.counts = [[0] * len(COUNTERS) for _ in caches]
 
     def foresee(self, columns):
@@ -67,6 +68,7 @@ class Fleet:
         index = self.router.choose(keys, self)
         served = self.caches[index].serve(keys, tokens)
         self.routed[index] += 1
+        self.chosen.append(index)
         row = self.counts[index]
         for column, value in enumerate((1, len(keys), tokens, *served[:4])):
             row[column] += value
