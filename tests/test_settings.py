@@ -13,8 +13,9 @@ from conftest import KVLAB, command_parsers, kvlab
 from kvlab import api
 from kvlab.api.curves import CurveSettings
 from kvlab.api.plans import PlanSettings
-from kvlab.api.replays import FLEET_SETTINGS, SERVER_SETTINGS, ReplaySettings
+from kvlab.api.replays import SERVER_SETTINGS, ReplaySettings
 from kvlab.api.sizes import SizeSettings
+from kvlab.fleet import FLEET_SETTINGS
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.simulator.arrivals import Arrivals
 from kvlab.simulator.settings import EngineSettings

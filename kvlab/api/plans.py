@@ -26,7 +26,7 @@ from kvlab.api.common import (
 from kvlab.cache.costs import WINDOW_RULES
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.fleet import cpu_scope_setting, instances_setting, router_setting
+from kvlab.fleet import FLEET_SETTINGS, cpu_scope_setting, instances_setting, router_setting
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.serving import OFFLOADING
 from kvlab.sizing.model_size import MAX_GIB, decimal_gib, kv_dtype_setting
@@ -39,7 +39,6 @@ DEFAULT_GPUS_PER_NODE = 8  # the node --cpu-gib-per-node is divided over without
 
 
 FLEET = "a fleet: instances behind a router, without a clock (kvlab/fleet/); rooms and budgets per instance"
-FLEET_SETTINGS = ("instances", "router", "cpu_scope")
 
 
 @dataclass(frozen=True, kw_only=True)

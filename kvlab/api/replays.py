@@ -16,7 +16,7 @@ from kvlab.api.common import (
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.fleet import cpu_scope_setting, instances_setting, router_setting
+from kvlab.fleet import FLEET_SETTINGS, cpu_scope_setting, instances_setting, router_setting
 from kvlab.serving import SERVERS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
@@ -180,7 +180,6 @@ def replay(*, workload, per_request=False, max_memory=None, progress=None, **set
 
 
 SERVER_SETTINGS = tuple(found.name for found in fields(ReplaySettings) if found.metadata["group"] == SERVER_GROUP)
-FLEET_SETTINGS = tuple(found.name for found in fields(ReplaySettings) if found.metadata["group"] == FLEET_GROUP)
 
 
 def replay_settings():

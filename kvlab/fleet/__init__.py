@@ -13,6 +13,7 @@ from kvlab.workloads import whole_number
 
 __all__ = [
     "CPU_SCOPES",
+    "FLEET_SETTINGS",
     "Fleet",
     "ROUTERS",
     "build",
@@ -23,6 +24,7 @@ __all__ = [
 ]
 
 CPU_SCOPES = ("private", "shared")
+FLEET_SETTINGS = ("instances", "router", "cpu_scope")  # a fleet's settings, each declared below, in build()'s order
 MAX_INSTANCES = 1024
 
 
@@ -57,9 +59,8 @@ class Fleet:
         self.caches = caches
         self.router = router
         self.block_tokens = caches[0].block_tokens
-        self.routed = [0] * len(caches)  # requests per instance so far (the routers' load, without a clock)
         self.chosen = []  # each request's instance, in order (the per-request table's column)
-        self.counts = [[0] * len(COUNTERS) for _ in caches]
+        self.counts = [[0] * len(COUNTERS) for _ in caches]  # per instance, a replay's counters (requests first)
 
     def foresee(self, columns):
         """Nothing to learn: a fleet's tiers are online."""
@@ -67,7 +68,6 @@ class Fleet:
     def serve(self, keys, tokens):
         index = self.router.choose(keys, self)
         served = self.caches[index].serve(keys, tokens)
-        self.routed[index] += 1
         self.chosen.append(index)
         row = self.counts[index]
         for column, value in enumerate((1, len(keys), tokens, *served[:4])):

@@ -33,6 +33,7 @@ from kvlab.cache.interface import CacheSettings
 from kvlab.cache.prefix import Blocks
 from kvlab.cache.write_policies import make_cache
 from kvlab.curves.mrc import tier_curve
+from kvlab.fleet import FLEET_SETTINGS
 from kvlab.fleet import build as build_fleet
 from kvlab.loop import ratio, replay
 from kvlab.serving import ENGINES, disk_settings, engine_settings
@@ -374,7 +375,7 @@ def plan(
             "cpu_gib": float(cpu_gib),
             "cpu_tokens": cpu_tokens,
             **({} if disk is None else {"disk_gib": disk_budget, "disk_tokens": disk_room}),
-            **({} if fleet is None else dict(zip(("instances", "router", "cpu_scope"), fleet, strict=True))),
+            **({} if fleet is None else dict(zip(FLEET_SETTINGS, fleet, strict=True))),
         },
         **{key: value for key, value in round_figures("all", *totals).items() if key != "round"},
         "rounds": [round_figures(name, *row) for name, row in zip(workload.rounds, rows, strict=True)],

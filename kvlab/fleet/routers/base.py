@@ -5,7 +5,7 @@ __all__ = ["Router", "least_used"]
 
 class Router:
     """Picks the instance that serves a request: :meth:`choose` returns its index. A router sees the request's block
-    keys and the fleet (its instances' tiers, and the requests each was sent so far)."""
+    keys and the fleet (its instances' tiers, and what each served so far)."""
 
     name = ""
 
@@ -15,4 +15,4 @@ class Router:
 
 def least_used(candidates, fleet):
     """Of ``candidates`` (instance indexes), the one sent the fewest requests so far, the first among equals."""
-    return min(candidates, key=lambda index: (fleet.routed[index], index))
+    return min(candidates, key=lambda index: (fleet.counts[index][0], index))
