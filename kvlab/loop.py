@@ -80,9 +80,7 @@ def _metered(requests, meter, workload):
 
 
 def _replay_requests(workload, cache, per_request, progress, meter):
-    from kvlab.cache.tiers import Tiered
-
-    disk = isinstance(cache, Tiered)
+    disk = getattr(cache, "has_disk", False)  # a disk tier below (kvlab/cache/tiers.py), or a fleet's
     totals = [[0] * (len(COUNTERS) + disk * len(DISK_COUNTERS)) for _ in workload.rounds]
     if cache.offline:  # opt: learn the whole workload first (read once into typed arrays, served from them)
         from kvlab.workloads import Request

@@ -24,25 +24,29 @@ from kvlab.workloads import LabWorkload
 LAB = ["--workload", "lab", "--docs", "2", "--tokens", "100", "--block-tokens", "10"]
 
 
-def cache_settings(workload, gpu, cpu, policy):
-    return CacheSettings(gpu_tokens=gpu, cpu_tokens=cpu, block_tokens=workload.block_tokens, write_policy=policy)
+def cache_settings(workload, gpu, cpu, policy, disk=0):
+    rooms = {"gpu_tokens": gpu, "cpu_tokens": cpu, "disk_tokens": disk, "block_tokens": workload.block_tokens}
+    return CacheSettings(**rooms, write_policy=policy)
 
 
-@settings(max_examples=60)
+@settings(max_examples=80)
 @given(
     toy_workloads(),
     st.integers(0, 20),
     st.integers(0, 20),
+    st.sampled_from([0, 0, 5, 20]),
     st.sampled_from(sorted(WRITE_POLICIES)),
     st.sampled_from(sorted(ROUTERS)),
     st.sampled_from(CPU_SCOPES),
+    st.sampled_from(CPU_SCOPES),
 )
-def test_one_instance_is_the_replay_request_by_request(workload, gpu, cpu, policy, router, scope):
-    chosen = cache_settings(workload, gpu, cpu, policy)
+def test_one_instance_is_the_replay_request_by_request(workload, gpu, cpu, disk, policy, router, scope, disk_scope):
+    chosen = cache_settings(workload, gpu, cpu, policy, disk)
     alone, fleet = [], []
     expected = replay(workload, chosen.build(), alone)
-    assert replay(workload, build(chosen, 1, router, scope), fleet) == expected
-    assert list(rows_of(fleet)) == list(rows_of(alone))
+    assert replay(workload, build(chosen, 1, router, scope, disk_scope), fleet) == expected
+    names = ("gpu_hit_tokens", "cpu_hit_tokens", *("disk_hit_tokens",) * bool(disk))
+    assert list(rows_of(fleet, names)) == list(rows_of(alone, names))
 
 
 @settings(max_examples=60)
@@ -85,6 +89,17 @@ def test_a_shared_cpu_tier_holds_one_copy_for_every_instance():
     assert first.cpu is second.cpu and len(first.cpu) == 20 and first.cpu.capacity == 200
 
 
+def test_a_shared_disk_tier_holds_one_copy_for_every_instance():
+    """As the CPU tier's, one tier down: no GPU or CPU room, a disk room of one document per instance."""
+    chosen = CacheSettings(gpu_tokens=0, cpu_tokens=0, disk_tokens=100, block_tokens=10)
+    private = build(chosen, 2, "round-robin", "private", "private")
+    shared = build(chosen, 2, "round-robin", "private", "shared")
+    assert figures(overall(replay(lab("fwd,rev"), private)))["disk_hit_tokens"] == 0
+    assert figures(overall(replay(lab("fwd,rev"), shared)))["disk_hit_tokens"] == 200
+    first, second = shared.caches
+    assert first.disk is second.disk and len(first.disk) == 20 and first.disk.capacity == 200
+
+
 def test_prefix_routing_sends_a_request_where_its_prefix_is_cached():
     """Documents 0, 1, 1, 0 over two instances of one document's GPU room: round-robin sends each second read to the
     instance that never saw it; prefix routing to the one that holds it."""
@@ -97,25 +112,15 @@ def test_prefix_routing_sends_a_request_where_its_prefix_is_cached():
 @pytest.mark.parametrize("router", sorted(ROUTERS))
 @pytest.mark.parametrize("scope", CPU_SCOPES)
 def test_the_instances_add_up_to_the_fleet(router, scope):
-    done = kvlab(
-        "replay",
-        *LAB,
-        "--gpu-tokens",
-        "100",
-        "--cpu-tokens",
-        "100",
-        "--instances",
-        "3",
-        "--router",
-        router,
-        "--cpu-scope",
-        scope,
-    )
+    fleet = ["--instances", "3", "--router", router, "--cpu-scope", scope, "--disk-scope", scope]
+    done = kvlab("replay", *LAB, "--gpu-tokens", "100", "--cpu-tokens", "50", "--disk-tokens", "50", *fleet)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert [entry["instance"] for entry in document["instances"]] == [0, 1, 2]
-    assert document["cache"] | {"instances": 3, "router": router, "cpu_scope": scope} == document["cache"]
-    for name in ("requests", "block_accesses", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens"):
+    said = {"instances": 3, "router": router, "cpu_scope": scope, "disk_scope": scope}
+    assert document["cache"] | said == document["cache"]
+    names = ("requests", "block_accesses", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "disk_hit_tokens")
+    for name in (*names, "computed_tokens"):
         assert sum(entry[name] for entry in document["instances"]) == document[name]
 
 
@@ -170,7 +175,6 @@ def test_one_instance_prints_what_the_replay_prints():
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--disk-tokens", "100"], "--disk-tokens: a fleet's disk tier is not modelled yet (--instances 1)"),
         (["--gpu-eviction", "opt"], "--gpu-eviction opt reads the future: not with --instances"),
         (["--server", "llama-cpp"], "--instances applies to the cache's designs, not to --server llama-cpp"),
     ],

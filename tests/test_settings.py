@@ -13,9 +13,8 @@ from conftest import KVLAB, command_parsers, kvlab
 from kvlab import api
 from kvlab.api.curves import CurveSettings
 from kvlab.api.plans import PlanSettings
-from kvlab.api.replays import SERVER_SETTINGS, ReplaySettings
+from kvlab.api.replays import FLEET_GROUP, SERVER_SETTINGS, ReplaySettings
 from kvlab.api.sizes import SizeSettings
-from kvlab.fleet import FLEET_SETTINGS
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.simulator.arrivals import Arrivals
 from kvlab.simulator.settings import EngineSettings
@@ -23,6 +22,7 @@ from kvlab.util.errors import SettingError
 from kvlab.util.settings import flag as flag_of
 
 MODEL = "models/Llama-3.1-8B-Instruct/config.json"
+FLEET = tuple(found.name for found in dataclasses.fields(ReplaySettings) if found.metadata["group"] == FLEET_GROUP)
 LAB = {"workload": "lab", "docs": 2, "tokens": 10}
 SIMULATE = {**LAB, "model_config": MODEL, "gpu_system": "h100_sxm", "latency_source": "roofline"}
 SIMULATE |= {"gpu_blocks": 64, "output_tokens": 2}
@@ -40,7 +40,7 @@ COMMANDS = [
         api.simulate,
         SIMULATE,
         ReplaySettings,
-        ("disk_tokens", "disk_eviction", *SERVER_SETTINGS, *FLEET_SETTINGS),
+        ("disk_tokens", "disk_eviction", *SERVER_SETTINGS, *FLEET),
     ),
     (["ttft", "predict"], api.ttft_predict, {**LAB, "gpu_tokens": 100, "model_config": MODEL}, HardwareSettings, ()),
 ]

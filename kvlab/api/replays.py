@@ -16,7 +16,7 @@ from kvlab.api.common import (
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.prefix import eviction_order_setting, partial_blocks_setting
 from kvlab.cache.write_policies import WRITE_POLICIES
-from kvlab.fleet import FLEET_SETTINGS, cpu_scope_setting, instances_setting, router_setting
+from kvlab.fleet import FLEET_SETTINGS, cpu_scope_setting, disk_scope_setting, instances_setting, router_setting
 from kvlab.serving import SERVERS
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
@@ -108,6 +108,7 @@ class ReplaySettings(Declared):
     instances: int = instances_setting(FLEET_GROUP)
     router: str = router_setting(FLEET_GROUP)
     cpu_scope: str = cpu_scope_setting(FLEET_GROUP)
+    disk_scope: str = disk_scope_setting(FLEET_GROUP)
 
     def check(self):
         if not self.server and (self.state_extra_tokens or self.bos):
@@ -115,8 +116,6 @@ class ReplaySettings(Declared):
         if self.instances > 1:
             if self.server:
                 raise SettingError(f"--instances applies to the cache's designs, not to --server {self.server}")
-            if self.disk_tokens:
-                raise SettingError("--disk-tokens: a fleet's disk tier is not modelled yet (--instances 1)")
             for tier in ("gpu_eviction", "cpu_eviction"):
                 if EVICTION_POLICIES[getattr(self, tier)].offline:
                     raise SettingError(f"{_flag(tier)} {getattr(self, tier)} reads the future: not with --instances")
@@ -252,7 +251,7 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
             raise SettingError(str(error)) from None
         described = chosen.describe()
         if checked["instances"] > 1:
-            described |= {key: checked[key] for key in FLEET_SETTINGS}
+            described |= {key: checked[key] for key in (*FLEET_SETTINGS, *("disk_scope",) * bool(chosen.disk_tokens))}
     rows = [] if per_request else None
     meter = _meter(max_memory, replay_footprint(cache, rows is not None))
     bar = progress(len(made)) if progress else None
@@ -267,7 +266,7 @@ def replay_parts(workload, per_request, max_memory, progress, settings):
 def build_fleet(chosen, checked):
     from kvlab.fleet import build
 
-    return build(chosen, *(checked[key] for key in FLEET_SETTINGS))
+    return build(chosen, *(checked[key] for key in (*FLEET_SETTINGS, "disk_scope")))
 
 
 # --- curve ----------------------------------------------------------------------------------------------------

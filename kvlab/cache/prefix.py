@@ -71,6 +71,10 @@ class PrefixCache:
         """True when a tier needs the workload's future: call ``foresee`` before serving."""
         return bool(self._offline)
 
+    def tiers(self):
+        """The tiers a lookup walks, in order (a router reads them: kvlab/fleet/routers/prefix.py)."""
+        return self.gpu, self.cpu
+
     def foresee(self, requests):
         """Learn the whole workload for the offline tiers: :class:`kvlab.workloads.stream.Columns` (dense keys, as the
         replay gives them) or ``(keys, tokens)`` per request in serving order.

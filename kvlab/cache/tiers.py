@@ -45,9 +45,14 @@ class Tiered:
     tier of ``disk_room`` tokens below it. ``serve`` returns the engine's four figures and then the disk's blocks and
     tokens: ``(gpu_blocks, cpu_blocks, gpu_tokens, cpu_tokens, disk_blocks, disk_tokens)``."""
 
-    def __init__(self, engine, disk_room, disk_eviction="lru", partial_blocks="drop", eviction_order="tail-first"):
+    has_disk = True  # the replay counts the disk's figures too (kvlab/loop.py)
+
+    def __init__(
+        self, engine, disk_room, disk_eviction="lru", partial_blocks="drop", eviction_order="tail-first", disk_tier=None
+    ):
         self.engine = engine
-        self.disk = disk_policy(disk_eviction, disk_room, partial_blocks)(disk_room)
+        policy = disk_policy(disk_eviction, disk_room, partial_blocks)
+        self.disk = policy(disk_room) if disk_tier is None else disk_tier  # a tier several caches share (kvlab/fleet/)
         self.block_tokens = engine.block_tokens
         self.keep_partial = partial_blocks == "keep"
         self.tail_first = eviction_order == "tail-first"
@@ -55,6 +60,10 @@ class Tiered:
     @property
     def offline(self):
         return self.engine.offline
+
+    def tiers(self):
+        """The tiers a lookup walks, in order: the engine's, then the disk."""
+        return (*self.engine.tiers(), self.disk)
 
     def foresee(self, columns):
         self.engine.foresee(columns)

@@ -193,39 +193,36 @@ class CacheSettings:
                 del shown[name]
         return shown
 
-    def build(self, workload=None, blocks=None, cpu_tier=None):
+    def build(self, workload=None, blocks=None, cpu_tier=None, disk_tier=None):
         """The cache (a :class:`kvlab.cache.interface.Cache`). With ``workload`` (whose blocks must be
         ``block_tokens`` long), the compiled one where it has these settings and compiling pays for the workload's
         size (the replay's choice: ``kvlab/cache/compiled.py``); else the reference engine of the write policy, its
-        rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`); with ``cpu_tier``, the
-        reference engine reading and writing that CPU tier (one several caches share: ``kvlab/fleet/``)."""
-        if cpu_tier is not None:
-            rules = self.policies()
-            policy = rules.pop("write_policy")
-            return make_cache(policy, self.gpu_tokens, self.cpu_tokens, self.block_tokens, cpu_tier=cpu_tier, **rules)
+        rooms in the unit of ``blocks``' sizes where that is given (:mod:`kvlab.cache.costs`). With ``cpu_tier`` or
+        ``disk_tier``, the reference engine reading and writing that tier (one several caches share: kvlab/fleet/)."""
         if not self.disk_tokens:
-            return self._two_tiers(workload, blocks)
+            return self._two_tiers(workload, blocks, cpu_tier)
         if blocks is not None:
             raise ValueError("a disk tier counts its room in tokens: not with rooms in bytes (window_rule in-window)")
         if workload is not None and workload.block_tokens != self.block_tokens:
             raise ValueError(f"the workload's blocks are {workload.block_tokens} tokens, not {self.block_tokens}")
         # The reference engine above the disk: it serves the workload's own keys, request by request, as the disk does.
-        engine = self._two_tiers(None, None)
-        return Tiered(engine, self.disk_tokens, self.disk_eviction, self.partial_blocks, self.eviction_order)
+        engine = self._two_tiers(None, None, cpu_tier)
+        rules = (self.disk_eviction, self.partial_blocks, self.eviction_order)
+        return Tiered(engine, self.disk_tokens, *rules, disk_tier=disk_tier)
 
-    def _two_tiers(self, workload, blocks):
+    def _two_tiers(self, workload, blocks, cpu_tier=None):
         rooms = (self.gpu_tokens, self.cpu_tokens, self.block_tokens)
         rules = self.policies()
         policy = WRITE_POLICIES[rules.pop("write_policy")]
         if workload is not None:
             if workload.block_tokens != self.block_tokens:
                 raise ValueError(f"the workload's blocks are {workload.block_tokens} tokens, not {self.block_tokens}")
-            if blocks is None:
+            if blocks is None and cpu_tier is None:
                 from .compiled import CompiledLRU, compiles
 
                 if compiles(self, workload):
                     return CompiledLRU(*rooms, **rules)
-        return make_cache(policy.name, *rooms, blocks=blocks, **rules)
+        return make_cache(policy.name, *rooms, blocks=blocks, cpu_tier=cpu_tier, **rules)
 
 
 ROOMS = ("gpu_tokens", "cpu_tokens", "block_tokens")

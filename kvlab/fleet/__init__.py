@@ -7,7 +7,7 @@ remote backend hold one copy for every instance."""
 
 from kvlab.cache.interface import CacheSettings
 from kvlab.fleet.routers import ROUTERS
-from kvlab.loop import COUNTERS, figures
+from kvlab.loop import COUNTERS, DISK_COUNTERS, figures
 from kvlab.util.settings import setting
 from kvlab.workloads import whole_number
 
@@ -18,6 +18,7 @@ __all__ = [
     "ROUTERS",
     "build",
     "cpu_scope_setting",
+    "disk_scope_setting",
     "gpu_served",
     "instances_setting",
     "router_setting",
@@ -25,6 +26,7 @@ __all__ = [
 
 CPU_SCOPES = ("private", "shared")
 FLEET_SETTINGS = ("instances", "router", "cpu_scope")  # a fleet's settings, each declared below, in build()'s order
+# and kvlab replay's disk_scope (kvlab plan and kvlab mrc model no fleet's disk tier)
 MAX_INSTANCES = 1024
 
 
@@ -49,6 +51,12 @@ def cpu_scope_setting(group=None):
     return setting("private", choices=CPU_SCOPES, group=group, help=help_text)
 
 
+def disk_scope_setting(group=None):
+    """``--disk-scope``, declared once: as ``--cpu-scope``, for the disk (or remote) tier below the CPU."""
+    help_text = "the disk tier each instance's own (private, default) or one all share, of all their rooms (shared)"
+    return setting("private", choices=CPU_SCOPES, group=group, help=help_text)
+
+
 class Fleet:
     """``caches`` (one :class:`kvlab.cache.prefix.PrefixCache` per instance) behind ``router``: a
     :class:`kvlab.cache.interface.Cache` to the replay, which also counts what each instance served."""
@@ -59,8 +67,10 @@ class Fleet:
         self.caches = caches
         self.router = router
         self.block_tokens = caches[0].block_tokens
+        self.has_disk = getattr(caches[0], "has_disk", False)  # each instance a kvlab.cache.tiers.Tiered
         self.chosen = []  # each request's instance, in order (the per-request table's column)
-        self.counts = [[0] * len(COUNTERS) for _ in caches]  # per instance, a replay's counters (requests first)
+        width = len(COUNTERS) + self.has_disk * len(DISK_COUNTERS)
+        self.counts = [[0] * width for _ in caches]  # per instance, a replay's counters (requests first)
 
     def foresee(self, columns):
         """Nothing to learn: a fleet's tiers are online."""
@@ -70,7 +80,7 @@ class Fleet:
         served = self.caches[index].serve(keys, tokens)
         self.chosen.append(index)
         row = self.counts[index]
-        for column, value in enumerate((1, len(keys), tokens, *served[:4])):
+        for column, value in enumerate((1, len(keys), tokens, *served)):
             row[column] += value
         return served
 
@@ -79,14 +89,15 @@ class Fleet:
         return [{"instance": index, **figures(counts)} for index, counts in enumerate(self.counts)]
 
 
-def build(settings, instances, router, cpu_scope):
+def build(settings, instances, router, cpu_scope, disk_scope="private"):
     """The fleet of ``instances`` caches of ``settings`` (a :class:`CacheSettings`, each instance's rooms) behind the
-    router named ``router``; with ``cpu_scope`` ``shared`` one CPU tier of ``instances`` times the room for all."""
-    shared = None
-    if cpu_scope == "shared":
-        pool = CacheSettings(**{**settings.describe(), "cpu_tokens": settings.cpu_tokens * instances})
-        shared = pool.build().cpu
-    caches = [settings.build(cpu_tier=shared) for _ in range(instances)]
+    router named ``router``; with ``cpu_scope`` (``disk_scope``) ``shared``, one CPU (disk) tier of ``instances``
+    times the room for all."""
+    rooms = {"cpu_tokens": settings.cpu_tokens * instances, "disk_tokens": settings.disk_tokens * instances}
+    pool = CacheSettings(**{**settings.describe(), **rooms}).build()  # the shared tiers' rooms: the pool's
+    cpu = pool.tiers()[1] if cpu_scope == "shared" else None
+    disk = pool.disk if disk_scope == "shared" and settings.disk_tokens else None
+    caches = [settings.build(cpu_tier=cpu, disk_tier=disk) for _ in range(instances)]
     return Fleet(caches, ROUTERS[router]())
 
 
