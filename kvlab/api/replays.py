@@ -29,6 +29,12 @@ SERVER_GROUP = "a server's own design (instead of the write and eviction policie
 FLEET_GROUP = "a fleet: instances behind a router, without a clock (kvlab/fleet/)"
 
 
+def tier_eviction(tier):
+    """``--gpu-eviction`` or ``--cpu-eviction``: the eviction policy of ``tier`` (``GPU``, ``CPU``)."""
+    help_text = f"eviction policy of the {tier} tier (default %(default)s; opt: Belady's offline optimum)"
+    return setting("lru", choices=tuple(EVICTION_POLICIES), group=CACHE_GROUP, help=help_text)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReplaySettings(Declared):
     """A replay's settings at one point of its grid: the cache's (:class:`kvlab.cache.interface.CacheSettings`, which
@@ -54,18 +60,8 @@ class ReplaySettings(Declared):
         group=CACHE_GROUP,
         help="how the CPU tier is filled (default %(default)s, the lab's rule)",
     )
-    gpu_eviction: str = setting(
-        "lru",
-        choices=tuple(EVICTION_POLICIES),
-        group=CACHE_GROUP,
-        help="eviction policy of the GPU tier (default %(default)s; opt: Belady's offline optimum)",
-    )
-    cpu_eviction: str = setting(
-        "lru",
-        choices=tuple(EVICTION_POLICIES),
-        group=CACHE_GROUP,
-        help="eviction policy of the CPU tier (default %(default)s; opt: Belady's offline optimum)",
-    )
+    gpu_eviction: str = tier_eviction("GPU")
+    cpu_eviction: str = tier_eviction("CPU")
     touch_cpu_on_gpu_hit: bool = setting(
         False,
         switch="on",
