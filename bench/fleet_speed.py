@@ -37,7 +37,7 @@ def main():
 
     from kvlab.cache.interface import CacheSettings
     from kvlab.curves.mrc import tier_curve
-    from kvlab.fleet import CPU_SCOPES, ROUTERS, build
+    from kvlab.fleet import CLOCKLESS, CPU_SCOPES, build
     from kvlab.loop import figures, overall, replay
     from kvlab.workloads import MooncakeWorkload
     from kvlab.workloads.stream import load
@@ -56,7 +56,7 @@ def main():
         ("1 instance, compiled", *replayed(lambda: settings(1).build(workload))),
         ("1 instance, reference", *replayed(lambda: settings(1).build())),
     ]
-    for instances, router, scope in product((4, 16), ROUTERS, CPU_SCOPES):
+    for instances, router, scope in product((4, 16), CLOCKLESS, CPU_SCOPES):
         fleet = partial(build, settings(instances), instances, router, scope)
         rows.append((f"{instances} instances, {router}, {scope}", *replayed(fleet)))
     print(f"{args.trace.name}: rooms {args.gpu_tokens:,} GPU + {args.cpu_tokens:,} CPU tokens in all")

@@ -15,7 +15,7 @@ from kvlab import replay as api_replay
 from kvlab.cache.prefix import EVICTION_ORDERS, PARTIAL_BLOCKS
 from kvlab.cache.write_policies import WRITE_POLICIES, CacheSettings
 from kvlab.curves.mrc import tier_curve
-from kvlab.fleet import CPU_SCOPES, ROUTERS, build
+from kvlab.fleet import CLOCKLESS, CPU_SCOPES, build
 from kvlab.fleet.routers.session import session_of
 from kvlab.loop import COUNTERS, figures, overall, replay, rows_of
 from kvlab.util.errors import SettingError
@@ -36,7 +36,7 @@ def cache_settings(workload, gpu, cpu, policy, disk=0):
     st.integers(0, 20),
     st.sampled_from([0, 0, 5, 20]),
     st.sampled_from(sorted(WRITE_POLICIES)),
-    st.sampled_from(sorted(ROUTERS)),
+    st.sampled_from(sorted(CLOCKLESS)),
     st.sampled_from(CPU_SCOPES),
     st.sampled_from(CPU_SCOPES),
 )
@@ -109,7 +109,7 @@ def test_prefix_routing_sends_a_request_where_its_prefix_is_cached():
     assert (by_turn["gpu_hit_tokens"], by_prefix["gpu_hit_tokens"]) == (0, 200)
 
 
-@pytest.mark.parametrize("router", sorted(ROUTERS))
+@pytest.mark.parametrize("router", sorted(CLOCKLESS))
 @pytest.mark.parametrize("scope", CPU_SCOPES)
 def test_the_instances_add_up_to_the_fleet(router, scope):
     fleet = ["--instances", "3", "--router", router, "--cpu-scope", scope, "--disk-scope", scope]
@@ -134,7 +134,7 @@ def test_the_python_api_gives_a_row_per_instance():
     assert frame["gpu_hit_tokens"].sum() == result.gpu_hit_tokens
 
 
-@pytest.mark.parametrize("router", sorted(ROUTERS))
+@pytest.mark.parametrize("router", sorted(CLOCKLESS))
 def test_the_per_request_table_names_each_requests_instance(router):
     result = api_replay(
         workload="lab",

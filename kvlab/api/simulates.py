@@ -1,5 +1,6 @@
 """``kvlab.simulate``: a workload through one engine instance on a clock (what ``kvlab simulate`` prints)."""
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -58,6 +59,17 @@ class Simulation(_Result):
         """One row per time (TTFT, TPOT, end-to-end, queueing): its percentiles and mean."""
         document = self.to_dict()
         return _frame([{"time": name, **document[name]} for name in TIMES])
+
+    def instances_frame(self):
+        """One row per instance of a fleet (``instances`` > 1): what it served, and its TTFT's spread."""
+        document = self.to_dict()
+        if "instances" not in document:
+            raise KvlabError("a simulation of one instance has no instances' table (instances=N, N > 1)")
+        rows = [
+            {**one, **{f"ttft_{key}_ms": value for key, value in one.pop("ttft_ms").items()}}
+            for one in document["instances"]
+        ]
+        return _frame(rows)
 
     def requests_frame(self):
         """One row per request (the ``--per-request`` table); only with ``per_request=True``."""
@@ -123,6 +135,9 @@ def simulate(
     per_request=False,
     percentiles=False,
     max_memory=None,
+    instances=1,
+    router="round-robin",
+    cpu_scope="private",
     dry_run=False,
     **settings,
 ):
@@ -130,13 +145,16 @@ def simulate(
     ``rate`` or ``clients``), the engine's settings (:class:`kvlab.simulator.settings.EngineSettings`' fields), the
     cache's (``kvlab replay``'s: ``gpu_tokens`` or ``gpu_blocks``, ``cpu_tokens`` or ``cpu_blocks``,
     ``block_tokens``, ``write_policy``, ...) and the hardware's (:class:`kvlab.latency.hardware.HardwareSettings`'
-    fields). With ``per_request`` the result keeps the per-request table, with ``percentiles`` the times'
-    percentiles. A :class:`Simulation`; with ``dry_run``, None once every setting is checked as the run checks it
-    (``kvlab config``'s look at a job before any job runs), nothing read or run."""
+    fields). ``instances`` copies of the engine behind ``router``, their CPU tiers of ``cpu_scope``, make a fleet on
+    one clock (``kvlab/simulator/fleet.py``; a router's settings by their names, ``llm_d_queue_weight``...). With
+    ``per_request`` the result keeps the per-request table, with ``percentiles`` the times' percentiles. A
+    :class:`Simulation`; with ``dry_run``, None once every setting is checked as the run checks it (``kvlab
+    config``'s look at a job before any job runs), nothing read or run."""
     from kvlab.api.replays import ReplaySettings
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
     from kvlab.simulator.arrivals import Arrivals
     from kvlab.simulator.cost import StepCost
+    from kvlab.simulator.fleet import ROUTER_SETTINGS, FleetSettings, SharedHosts, router_of
     from kvlab.simulator.instance import CACHE_RULES, Instance
     from kvlab.simulator.settings import EngineSettings, engine_setting_names
     from kvlab.util.settings import checked
@@ -149,6 +167,13 @@ def simulate(
     gpu_tokens, cpu_tokens = rooms.get("gpu_tokens"), rooms.get("cpu_tokens")
     rules = checked(ReplaySettings, {name: settings.pop(name) for name in CACHE_RULES if name in settings})
     arrivals = Arrivals(speedup, rate, clients, seed)
+    fleet = FleetSettings(instances=instances, router=router, cpu_scope=cpu_scope)
+    given = {
+        found: settings.pop(found) for kind in ROUTER_SETTINGS.values() for found in _names(kind) if found in settings
+    }
+    chosen_router = router_of(fleet.router, given)
+    if fleet.instances > 1 and arrivals.kind == "clients":
+        raise SettingError("argument --clients: a fleet's requests arrive open (--speedup or --rate), not from clients")
     made = workload_of(workload, settings, rooms.get("block_tokens"), "simulate")
     block = made.block_tokens
     for name, given, other in (("gpu", gpu_tokens, engine.gpu_blocks), ("cpu", cpu_tokens, engine.cpu_blocks)):
@@ -156,13 +181,22 @@ def simulate(
             raise SettingError(f"argument --{name}-blocks: not allowed with argument --{name}-tokens")
     model = HardwareModel(HardwareSettings(**hardware), block)
     instance = Instance.of(made, engine, rules, gpu_tokens, cpu_tokens, model)
-    meter = _meter(max_memory, instance.footprint(per_request))
+    footprint = instance.footprint(per_request)
+    footprint = dataclasses.replace(footprint, fixed=footprint.fixed * fleet.instances)  # each instance's tiers
+    meter = _meter(max_memory, footprint)
     meter.check(0, 0, 0)  # the pool's and the tier's entries alone
     if dry_run:
         return None
     cost = StepCost(model, block)
+    each = timed_fleet = None
     try:
-        stats = instance.run(cost, arrivals, meter, per_request)
+        if fleet.instances == 1:
+            stats = instance.run(cost, arrivals, meter, per_request)
+        else:
+            timed_fleet, each = instance.run_fleet(
+                cost, arrivals, meter, per_request, fleet.instances, chosen_router, fleet.cpu_scope
+            )
+            stats = timed_fleet.merged(each)
     except MemoryError:  # the machine's memory ran out (--max-memory bounds what the run projects): the command's line
         raise KvlabError("out of memory") from None
     if stats.refused and not stats.requests:
@@ -171,15 +205,44 @@ def simulate(
             f" blocks of {block} tokens), and the engine refuses it (as vLLM refuses a model length its KV cache cannot"
             " hold): give a larger pool or fewer --output-tokens"
         )
-    document = _document(instance, arrivals, cost, stats)
+    document = _document(instance, arrivals, cost, stats, fleet.instances)
     version, usable = instance.describe()
     document["engine"] |= version
     document["cache"] |= usable
-    table = _table(stats, made.request_ids()) if per_request else None
+    if timed_fleet is not None:
+        described = chosen_router.settings.describe() if chosen_router.settings is not None else {}
+        document["fleet"] = {**fleet.describe(), **described}
+        document["fleet"]["routers"] = [paste.describe() for paste in chosen_router.paste(block)]
+        if fleet.cpu_scope == "shared" and instance.cpu_blocks:
+            document["fleet"]["network"] = SharedHosts.describe()
+        document["instances"] = [_instance_figures(index, one) for index, one in enumerate(each)]
+    chosen = timed_fleet.chosen if timed_fleet is not None else None
+    table = _table(stats, made.request_ids(), chosen) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
 
 
-def _document(instance, arrivals, cost, stats):
+def _names(settings):
+    return [found.name for found in dataclasses.fields(settings)]
+
+
+def _instance_figures(index, stats):
+    """One instance's figures in a fleet's JSON: what it served, and its times' spread."""
+    inputs, gpu, cpu = stats.input_tokens, stats.gpu_hit_tokens, stats.cpu_hit_tokens
+    return {
+        "instance": index,
+        "requests": stats.requests,
+        "refused": stats.refused,
+        "input_tokens": inputs,
+        "gpu_hit_tokens": gpu,
+        "cpu_hit_tokens": cpu,
+        "token_hit_ratio": _ratio(gpu + cpu, inputs),
+        "ttft_ms": spread(stats.ttft_ms),
+        "preemptions": stats.preemptions,
+    }
+
+
+def _document(instance, arrivals, cost, stats, instances=1):
+    """The run's JSON; ``instances`` instances' links added up in ``stats`` (a fleet's: utilisation is their mean)."""
     made, chosen, engine = instance.made, instance.chosen, instance.engine
     gpu_blocks, cpu_blocks, block = instance.gpu_blocks, instance.cpu_blocks, chosen.block_tokens
     inputs, gpu, cpu = stats.input_tokens, stats.gpu_hit_tokens, stats.cpu_hit_tokens
@@ -197,9 +260,9 @@ def _document(instance, arrivals, cost, stats):
         link: {
             "blocks": stats.copied[link],
             "busy_s": round(stats.busy[link], 3),
-            "utilisation": round(stats.busy[link] / span, 6) if span else None,
+            "utilisation": round(stats.busy[link] / span / instances, 6) if span else None,
         }
-        for link in ("h2d", "d2h")
+        for link in stats.copied
     }
     return {
         "workload": made.describe(),
@@ -237,16 +300,22 @@ def _document(instance, arrivals, cost, stats):
     }
 
 
-def _table(stats, ids=None):
-    """The ``--per-request`` CSV; with ``ids`` (the trace's own, by request number) a ``request_id`` column."""
+def _table(stats, ids=None, chosen=None):
+    """The ``--per-request`` CSV; with ``ids`` (the trace's own, by request number) a ``request_id`` column, with
+    ``chosen`` (a fleet's instance of each request, by number) an ``instance`` column."""
     from kvlab.util.files import csv_text
 
     rows = []
     for number, arrival, queue, ttft, tpot, e2e, tokens, output, gpu, cpu, preemptions in sorted(stats.rows):
         times = [round(value, 3) if not math.isnan(value) else "" for value in (queue, ttft, tpot, e2e)]
         values = (number, round(arrival, 6), *times, tokens, output, gpu, cpu, tokens - gpu - cpu, preemptions)
-        rows.append(dict(zip(REQUEST_COLUMNS, values, strict=True)))
+        row = dict(zip(REQUEST_COLUMNS, values, strict=True))
         if ids is not None:
-            rows[-1]["request_id"] = "" if ids[number] is None else ids[number]
+            row["request_id"] = "" if ids[number] is None else ids[number]
+        if chosen is not None:
+            row["instance"] = chosen[number]
+        rows.append(row)
     columns = REQUEST_COLUMNS if ids is None else (REQUEST_COLUMNS[0], "request_id", *REQUEST_COLUMNS[1:])
+    if chosen is not None:
+        columns = (*columns[: columns.index("arrival_s")], "instance", *columns[columns.index("arrival_s") :])
     return csv_text(rows, columns)

@@ -6,12 +6,13 @@ instances' rooms added up, as aisimulate counts its ``cluster_shared`` host tier
 remote backend hold one copy for every instance."""
 
 from kvlab.cache.interface import CacheSettings
-from kvlab.fleet.routers import ROUTERS
+from kvlab.fleet.routers import CLOCKLESS, ROUTERS
 from kvlab.loop import COUNTERS, DISK_COUNTERS, figures
 from kvlab.util.settings import setting
 from kvlab.workloads import whole_number
 
 __all__ = [
+    "CLOCKLESS",
     "CPU_SCOPES",
     "FLEET_SETTINGS",
     "Fleet",
@@ -36,13 +37,20 @@ def instances_setting(group=None):
     return setting(1, convert=whole_number(1, MAX_INSTANCES), group=group, help=help_text)
 
 
-def router_setting(group=None):
-    """``--router``, declared once: the registry's names (``kvlab/fleet/routers/``)."""
+def router_setting(group=None, clock=False):
+    """``--router``, declared once: the registry's names (``kvlab/fleet/routers/``); with ``clock`` (``kvlab
+    simulate``) those that read the instances' load too."""
+    names = tuple(ROUTERS) if clock else CLOCKLESS
     help_text = (
         "which instance serves a request: round-robin (default), session (its first block's) or prefix (the"
         " longest cached prefix, ties to the least used)"
     )
-    return setting("round-robin", choices=tuple(ROUTERS), group=group, help=help_text)
+    if clock:
+        help_text += (
+            "; on the clock, least-loaded (the fewest requests in flight), llm-d (its scheduler's scorers), dynamo"
+            " (Dynamo's KV router) or sglang (SGLang router's cache_aware)"
+        )
+    return setting("round-robin", choices=names, group=group, help=help_text)
 
 
 def cpu_scope_setting(group=None):
@@ -71,14 +79,29 @@ class Fleet:
         self.chosen = []  # each request's instance, in order (the per-request table's column)
         width = len(COUNTERS) + self.has_disk * len(DISK_COUNTERS)
         self.counts = [[0] * width for _ in caches]  # per instance, a replay's counters (requests first)
+        self.sent = [0] * len(caches)  # requests sent to each instance (kvlab/fleet/routers/base.py)
 
     def foresee(self, columns):
         """Nothing to learn: a fleet's tiers are online."""
 
+    @property
+    def size(self):
+        return len(self.caches)
+
+    def held(self, index, keys):
+        """``(blocks, GPU blocks)`` of ``keys``, from the head, that instance ``index`` would serve (its tiers in
+        order: GPU, CPU, a disk), without touching them."""
+        ends = [0]
+        for tier in self.caches[index].tiers():
+            ends.append(tier.prefix_end(keys, ends[-1]))
+        return ends[-1], ends[1]
+
     def serve(self, keys, tokens):
-        index = self.router.choose(keys, self)
+        index = self.router.choose(keys, tokens, self)
+        self.router.sent_to(index, keys, tokens, len(self.chosen), self)
         served = self.caches[index].serve(keys, tokens)
         self.chosen.append(index)
+        self.sent[index] += 1
         row = self.counts[index]
         for column, value in enumerate((1, len(keys), tokens, *served)):
             row[column] += value

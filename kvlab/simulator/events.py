@@ -163,6 +163,8 @@ class Simulator:
         self.links = {"h2d": 0.0, "d2h": 0.0}  # when each link is next free
         self.evicting = self.offload is not None and self.offload.takes_victims
         self.evicted_until = 0.0  # when the copies of what the GPU evicted complete (write-back)
+        self.watch = None  # a fleet's look at its requests: told each one's first token and its end (fleet.py)
+        self.hosts = None  # a shared CPU tier's hosts: whose host holds each block, the network's price (fleet.py)
         if self.evicting:
             pool.victims = []
 
@@ -171,7 +173,15 @@ class Simulator:
     def run(self, arrivals, closed=None):
         """Serve ``arrivals`` (``(arrival_s, Timed)`` in order) or, with ``closed`` (a number of clients), the
         requests of the iterator ``arrivals`` (``Timed``), each client sending its next as its last finishes."""
+        self.begin(arrivals, closed)
+        self.advance()
+        return self.end()
+
+    def begin(self, arrivals=(), closed=None):
+        """Take ``arrivals`` (as :meth:`run`); a fleet's instance (``kvlab/simulator/fleet.py``) begins with none and
+        is sent each of its requests (:meth:`deliver`)."""
         self.source = iter(arrivals)
+        self.fed = deque()  # arrivals a fleet's router sent here, not yet the next
         self.closed = closed
         self.numbered = 0
         self.next_arrival = None
@@ -180,21 +190,37 @@ class Simulator:
                 self._issue(0.0, client)
         else:
             self._pull()
+
+    def advance(self, until=math.inf):
+        """Run every step that starts before ``until`` (the last may end after it), and take every arrival and copy
+        by then: one instance's loop, which a fleet drives to each of its arrivals in turn (any may be sent here, so a
+        run of decode steps stops at it as at an arrival of its own)."""
+        self.until = until
         while True:
             self._admit()
-            if self.running or self._schedulable():
+            if self.now < until and (self.running or self._schedulable()):
                 self.scheduler.step()
                 continue
             upcoming = self._upcoming()
-            if upcoming is None:
-                break
+            if upcoming is None or upcoming >= until:
+                return
             self.now = max(self.now, upcoming)
+
+    def deliver(self, when, timed):
+        """A request a fleet's router sent here, arriving at ``when`` (no earlier than the last sent)."""
+        if self.next_arrival is None:
+            self.next_arrival = (when, timed)
+        else:
+            self.fed.append((when, timed))
+
+    def end(self):
+        """The run's stats, once everything was served."""
         if self.waiting or self.holding:
             raise unserved(len(self.waiting) + len(self.holding))
         return self.stats
 
     def _pull(self):
-        self.next_arrival = next(self.source, None)
+        self.next_arrival = self.fed.popleft() if self.fed else next(self.source, None)
 
     def _issue(self, when, client):
         timed = next(self.source, None)
@@ -237,6 +263,8 @@ class Simulator:
             else:  # stored: the CPU holds the copies; the GPU lets go of them
                 request, blocks, lookup, keys = payload
                 self.offload.cpu_after(blocks, *lookup, gpu=self.pool)
+                if self.hosts is not None:
+                    self.hosts.stored(self, keys)
                 if request.copying is keys:
                     request.copying = None
                     self.pool.uncounted(keys)
@@ -258,6 +286,8 @@ class Simulator:
             stats.first = when
         if -(-(request.tokens + request.output - 1) // self.block) > self.pool.blocks:
             stats.refused += 1  # longer than the whole pool: the engine refuses it (max_model_len)
+            if self.watch is not None:
+                self.watch.finished(request)
             self._finished_client(request)
             return
         self.waiting.append(request)
@@ -281,8 +311,10 @@ class Simulator:
     def wait(self):
         """Nothing could be scheduled: on to the next arrival or completed copy (none: the engine is stuck)."""
         upcoming = self._upcoming()
-        if upcoming is None:
-            raise KvlabError(STUCK)
+        if upcoming is None or upcoming > self.until:  # (a fleet's next arrival may come here)
+            if self.until == math.inf:
+                raise KvlabError(STUCK)
+            upcoming = self.until
         self.now = max(self.now, upcoming)
 
     def schedule_waiting(self, scheduled, budget, admits):
@@ -416,10 +448,20 @@ class Simulator:
         gpu_end = self.pool.prefix_end(keys)
         if self.settings.scheduler == "vllm":  # a hit ends a token short of the sequence, in whole blocks
             gpu_end = min(gpu_end, (request.length - 1) // self.block)  # (vllm/v1/core/kv_cache_manager.py:302)
+        return keys, gpu_end, self._cpu_end(keys, gpu_end)
+
+    def _cpu_end(self, keys, gpu_end):
+        """Index of the first of ``keys[gpu_end:]`` the CPU tier does not hold."""
         if self.connector is not None:
-            return keys, gpu_end, self.connector.prefix_end(keys, gpu_end)[0]
+            return self.connector.prefix_end(keys, gpu_end)[0]
         offload = self.offload
-        return keys, gpu_end, offload.cpu.prefix_end(keys, gpu_end) if offload is not None else gpu_end
+        return offload.cpu.prefix_end(keys, gpu_end) if offload is not None else gpu_end
+
+    def held(self, keys):
+        """``(blocks, GPU blocks)`` of ``keys`` from the head that a lookup would find now, on the GPU and then on the
+        CPU: what a router that reads the engine's cache sees (kvlab/fleet/routers/base.py)."""
+        gpu_end = self.pool.prefix_end(keys)
+        return self._cpu_end(keys, gpu_end), gpu_end
 
     def _commit(self, request, keys, gpu_end, cpu_end):
         """It is scheduled (or its load starts) on this lookup: count it, and tell the CPU tier."""
@@ -486,16 +528,22 @@ class Simulator:
     def _load(self, request, keys):
         request.loading = True
         self.loads += 1
-        done = self._copy("h2d", len(keys))
+        hosts, after = self.hosts, 0.0
+        if hosts is not None:  # a shared tier's blocks on other hosts come over the network first
+            remote = hosts.remote(self, keys)
+            if remote:
+                after = self._copy("net", remote, hosts.network_ms)
+        done = self._copy("h2d", len(keys), after=after)
         self._push(done, "loaded", (request, keys))
 
-    def _copy(self, link, blocks):
-        """Queue a copy of ``blocks`` blocks on ``link``; when it completes."""
-        seconds = self.cost.copy_ms(blocks) / 1000
-        start = max(self.now, self.links[link])
+    def _copy(self, link, blocks, price=None, after=0.0):
+        """Queue a copy of ``blocks`` blocks on ``link`` (priced by ``price``, else the cost's copy), starting no
+        earlier than ``after``; when it completes."""
+        seconds = (price or self.cost.copy_ms)(blocks) / 1000
+        start = max(self.now, self.links.get(link, 0.0), after)
         self.links[link] = start + seconds
-        self.stats.busy[link] += seconds
-        self.stats.copied[link] += blocks
+        self.stats.busy[link] = self.stats.busy.get(link, 0.0) + seconds
+        self.stats.copied[link] = self.stats.copied.get(link, 0) + blocks
         return start + seconds
 
     def write_back(self):
@@ -504,6 +552,8 @@ class Simulator:
         if not victims:
             return
         self.offload.cpu_after(None, 0, 0, list(victims), gpu=self.pool)
+        if self.hosts is not None:
+            self.hosts.stored(self, [key for key, _ in victims])
         self.evicted_until = max(self.evicted_until, self._copy("d2h", len(victims)))
         victims.clear()
 
@@ -598,6 +648,8 @@ class Simulator:
             request.length += sampled
             if request.first_token is None:
                 request.first_token = end
+                if self.watch is not None:
+                    self.watch.first_token(request)
             if before < request.tokens <= computed:
                 self._store(request)
             if request.generated >= request.output:
@@ -618,7 +670,8 @@ class Simulator:
         mean = -(-sum(request.length for request in running) // batch)
         steps = min(steps, -(-mean // DECODE_CONTEXT_STEP) * DECODE_CONTEXT_STEP - mean + 1)
         upcoming = self._upcoming()
-        if upcoming is not None and step_ms > 0:
+        upcoming = self.until if upcoming is None else min(upcoming, self.until)
+        if upcoming < math.inf and step_ms > 0:
             steps = min(steps, max(1, math.ceil((upcoming - start) * 1000 / step_ms)))
         if steps <= 1:
             return 1
@@ -646,6 +699,8 @@ class Simulator:
         else:
             self._release(request)
         self.running.remove(request)
+        if self.watch is not None:
+            self.watch.finished(request)
         stats = self.stats
         stats.requests += 1
         stats.input_tokens += request.tokens

@@ -98,8 +98,6 @@ class Instance:
         """The run's :class:`kvlab.simulator.events.SimulatorStats`: the compiled loop's where it serves the run
         within ``meter`` (--max-memory), else the Python simulator's."""
         from kvlab.simulator import compiled
-        from kvlab.simulator.events import Simulator
-        from kvlab.simulator.pool import BlockPool
         from kvlab.util.memory import MemoryLimitError
 
         made, engine, rules, chosen = self.made, self.engine, self.rules, self.chosen
@@ -114,15 +112,7 @@ class Instance:
                 # The compiled loop's state per distinct block would pass --max-memory: the Python simulator holds only
                 # what is in flight and in the tiers. It reads the trace again (the same outputs either way).
                 meter.projected = 0
-        simulator = Simulator(
-            BlockPool(self.usable, block),
-            cost,
-            self._cpu_tier(),
-            engine,
-            per_request,
-            tail_first=tail_first,
-            rules=rules,
-        )
+        simulator = self.simulator(cost, per_request)
         simulator.meter = meter
         timed = _metered(made, meter)
         return simulator.run(
@@ -130,11 +120,46 @@ class Instance:
             arrivals.clients,
         )
 
-    def _cpu_tier(self):
-        """vLLM 0.33's OffloadingConnector (kvlab/simulator/offloading.py) for vLLM's engine and scheduler from 0.33,
+    def run_fleet(self, cost, arrivals, meter, per_request, instances, router, cpu_scope="private"):
+        """``instances`` copies of this instance behind ``router`` on one clock (kvlab/simulator/fleet.py), with
+        ``cpu_scope`` ``shared`` one CPU tier of all their rooms, read across hosts: the fleet, and each instance's
+        :class:`kvlab.simulator.events.SimulatorStats`."""
+        from kvlab.simulator.fleet import SharedHosts, TimedFleet
+
+        shared = None
+        if cpu_scope == "shared" and self.cpu_blocks:
+            shared = self._cpu_tier(self.cpu_blocks * instances)
+            if not hasattr(shared, "cpu"):
+                raise SettingError(
+                    "argument --cpu-scope: vLLM 0.33's OffloadingConnector keeps one worker's CPU tier; a shared tier"
+                    " is kvlab's write policies' (give --engine-version 0.24.0, or --cpu-scope private)"
+                )
+        simulators = [self.simulator(cost, per_request, shared) for _ in range(instances)]
+        if shared is not None:
+            hosts = SharedHosts(self.chosen.block_tokens * self.model.bytes_per_token)
+            for index, simulator in enumerate(simulators):
+                simulator.hosts, simulator.host = hosts, index
+        fleet = TimedFleet(simulators, router, self.engine)
+        timed = _metered(self.made, meter)
+        return fleet, fleet.run(arrivals.open_times(timed, getattr(self.made, "trace", None)))
+
+    def simulator(self, cost, per_request, offload=None):
+        """The Python simulator of this instance (:class:`kvlab.simulator.events.Simulator`), priced by ``cost``,
+        with the CPU tier ``offload`` (default: its own)."""
+        from kvlab.simulator.events import Simulator
+        from kvlab.simulator.pool import BlockPool
+
+        tail_first = self.chosen.eviction_order == "tail-first"
+        pool = BlockPool(self.usable, self.chosen.block_tokens)
+        offload = offload if offload is not None else self._cpu_tier()
+        return Simulator(pool, cost, offload, self.engine, per_request, tail_first=tail_first, rules=self.rules)
+
+    def _cpu_tier(self, cpu_blocks=None):
+        """Of ``cpu_blocks`` (default: the instance's), vLLM 0.33's OffloadingConnector (kvlab/simulator/offloading.py)
+        for vLLM's engine and scheduler from 0.33,
         written through, LMCache's switches off; else the write policy's (kvlab/cache/write_policies.py); None
         without a CPU tier."""
-        chosen, cpu_blocks = self.chosen, self.cpu_blocks
+        chosen, cpu_blocks = self.chosen, cpu_blocks or self.cpu_blocks
         if not cpu_blocks:
             return None
         if (

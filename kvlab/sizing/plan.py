@@ -393,6 +393,8 @@ def plan(
         result |= disk_budgets(disk, totals[0], target, per_token)
     if write_policy in INCLUSIVE and 0 < cpu_room <= gpu_room:
         result["notes"] = [inclusive_note(write_policy, result["cache"], *totals[:3])]
+    if fleet is not None:
+        result["router"] = router_settings(fleet[1], engine, chunk_tokens)
     if engine is not None:
         settings = engine_settings(
             engine, cpu_gib, tp, chunk_tokens, write_policy, shape, kv_dtype, workload.block_tokens, trace_tokens
@@ -419,6 +421,26 @@ def plan(
             )
         result["engine"] = {**settings, "notes": notes}
     return result
+
+
+def router_settings(router, engine, chunk_tokens):
+    """What to give the real routers for ``router``'s rule (``kvlab/fleet/routers/``), for ``engine``'s KV block (the
+    plan's ``chunk_tokens`` where given; LMCache's engine is vLLM's)."""
+    from kvlab.fleet.routers import ROUTERS
+
+    block = chunk_tokens or ENGINES["sglang" if engine == "sglang" else "vllm"].block_tokens
+    return {"router": router, "settings": [paste.describe() for paste in ROUTERS[router]().paste(block)]}
+
+
+def router_lines(router):
+    """The routers' settings for people: each product, what to paste, its source and how it differs."""
+    lines = ["", f"routers, for {router['router']} routing:"]
+    for paste in router["settings"]:
+        lines.append(f"  {paste['router']} ({paste['source']}):")
+        lines += [f"    {line}" for line in paste["setting"].splitlines()]
+        if paste["note"]:
+            lines.append(f"    note: {paste['note']}")
+    return lines
 
 
 def table(result):
@@ -457,6 +479,8 @@ def table(result):
     lines += [f"note: {note}" for note in result.get("notes", [])]
     if "engine" in result:
         lines += engine_lines(result["engine"])
+    if "router" in result:
+        lines += router_lines(result["router"])
     if "ttft" in result:
         lines += ttft_lines(result["ttft"])
     if "load" in result:

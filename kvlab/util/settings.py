@@ -121,6 +121,10 @@ class Declared:
     def check(self):
         """The rules across fields (SettingError); none by default."""
 
+    def describe(self):
+        """Every field's value, by name, in declaration order (a run's JSON)."""
+        return {found.name: getattr(self, found.name) for found in fields(self)}
+
 
 class InputPath(str):
     """A path the command reads (kvlab/cli/base.py ``input_file``): the commands find every one among the parsed

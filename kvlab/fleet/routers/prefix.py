@@ -3,25 +3,40 @@ continued on its CPU tier and a disk tier: a load beats a recompute), among equa
 GPU, then the one sent the fewest requests: the best-prefix routing of Mooncake's Conductor (FAST'25, Fig. 10) and
 the precise prefix-cache scorer of llm-d's inference scheduler, without the load terms a clock gives them."""
 
+from kvlab.fleet.routers import products
 from kvlab.fleet.routers.base import Router, least_used
-
-
-def held(cache, keys):
-    """``(blocks, GPU blocks)`` of ``keys``, from the head, that ``cache`` would serve (its tiers in order: GPU, CPU,
-    a disk), without touching them."""
-    ends = [0]
-    for tier in cache.tiers():
-        ends.append(tier.prefix_end(keys, ends[-1]))
-    return ends[-1], ends[1]
 
 
 class Prefix(Router):
     name = "prefix"
 
-    def choose(self, keys, fleet):
-        lengths = [held(cache, keys) for cache in fleet.caches]
+    def choose(self, keys, tokens, fleet):
+        lengths = [fleet.held(index, keys) for index in range(fleet.size)]
         longest = max(lengths)
         return least_used([index for index, length in enumerate(lengths) if length == longest], fleet)
+
+    def paste(self, block_tokens):
+        return [
+            products.llm_d(
+                [
+                    (
+                        "precise-prefix-cache-scorer",
+                        1,
+                        products.precise_prefix(block_tokens),
+                    )
+                ],
+                "the engines publish KV events (vLLM: --kv-events-config); ties at random",
+            ),
+            products.sglang(
+                "--policy cache_aware --cache-threshold 0 --balance-abs-threshold 1000000000",
+                "follows any prefix its own tree holds, never balances; no prefix: the smallest tree",
+            ),
+            products.dynamo(
+                "--router-mode kv",
+                "weighs the prefix held against the prefill queued: the longest prefix where the load is even",
+            ),
+            products.production_stack("--routing-logic prefixaware"),
+        ]
 
 
 ROUTER = Prefix

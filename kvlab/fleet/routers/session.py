@@ -3,6 +3,7 @@ document's requests all start with it), as sticky-session routing does: the same
 
 import zlib
 
+from kvlab.fleet.routers import products
 from kvlab.fleet.routers.base import Router, least_used
 
 
@@ -15,10 +16,29 @@ def session_of(keys):
 class Session(Router):
     name = "session"
 
-    def choose(self, keys, fleet):
+    def choose(self, keys, tokens, fleet):
         if not keys:
-            return least_used(range(len(fleet.caches)), fleet)
-        return session_of(keys) % len(fleet.caches)
+            return least_used(range(fleet.size), fleet)
+        return session_of(keys) % fleet.size
+
+    def paste(self, block_tokens):
+        key = "each request sends its conversation's id in the header named; kvlab keys a session by its first block"
+        return [
+            products.dynamo(
+                "--router-session-affinity-ttl-secs 3600", f"header X-Dynamo-Session-ID: {key} (Dynamo's newest)"
+            ),
+            products.sglang(
+                "--policy consistent_hashing", f"header X-SMG-Routing-Key: {key} (smg's newest; older: --policy manual)"
+            ),
+            products.production_stack(
+                "--routing-logic session --session-key x-session-id", f"header x-session-id: {key}"
+            ),
+            products.llm_d(
+                [("session-affinity-scorer", 1, "")],
+                "soft: the scheduler hands each client an x-session-token header that names its pod, and the client"
+                " sends it back",
+            ),
+        ]
 
 
 ROUTER = Session
