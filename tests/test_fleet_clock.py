@@ -22,7 +22,7 @@ from kvlab.fleet.routers import ROUTERS
 from kvlab.fleet.routers.session import session_of
 from kvlab.loop import replay, rows_of
 from kvlab.simulator.events import Simulator
-from kvlab.simulator.fleet import SharedHosts, TimedFleet
+from kvlab.simulator.fleet import RemoteKV, SharedHosts, TimedFleet
 from kvlab.simulator.pool import BlockPool
 from kvlab.simulator.settings import EngineSettings
 from kvlab.util.errors import KvlabError, SettingError
@@ -327,3 +327,88 @@ def test_a_fleets_plan_gives_each_real_routers_setting(head, router):
     table = kvlab("plan", *flags, "--format", "table").stdout
     assert f"routers, for {router} routing:" in table
     assert all(paste["setting"].splitlines()[0] in table for paste in document["settings"])
+
+
+def disaggregated(requests, times, block, gpu, prefill, decode, router="round-robin"):
+    """Prefill apart from decode, as ``kvlab simulate --prefill-instances --decode-instances`` runs it: ``prefill``
+    instances computing each prompt and its first token behind ``router``, then ``decode`` instances (the fewest in
+    flight) reading its KV over the network, for the rest of its output."""
+    decoders = [simulator(block, gpu, 0) for _ in range(decode)]
+    for one in decoders:
+        one.remote = RemoteKV(1000)
+    decode_fleet = TimedFleet(decoders, ROUTERS["least-loaded"](), EngineSettings())
+    prefills = [simulator(block, gpu, 0, output_tokens=1) for _ in range(prefill)]
+    fleet = TimedFleet(prefills, ROUTERS[router](), EngineSettings(), decode_fleet)
+    each = fleet.run(timed(requests, times))
+    return fleet, fleet.merged(each), each
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains(whole_blocks=False), st.integers(1, 3), st.integers(1, 3), st.data())
+def test_prefill_apart_from_decode(workload, prefill, decode, data):
+    """Under load: each request's queue, first token and tokens per tier are those of the prefill instances alone
+    computing one token each (decode never holds prefill back); the rest of its output is its decode instance's,
+    from its first token, so its end-to-end is the first token's time and the decode's; the network carries each
+    decode instance's blocks read from the prefill (its hit beyond its own GPU), and nothing else."""
+    block, requests = workload
+    needs = [math.ceil((tokens + output - 1) / block) for _, tokens, output in requests]
+    gpu = data.draw(st.integers(max(needs), max(needs) + 3 * len(requests)), label="gpu blocks")
+    times = gaps(data, len(requests), 0.05)
+    try:
+        fleet, merged, each = disaggregated(requests, times, block, gpu, prefill, decode)
+    except KvlabError as error:  # a decode instance stuck (its loads hold the blocks the queue's first needs)
+        assert "stuck" in str(error) or "thrashes" in str(error)
+        return
+    _, alone = fleet_run(requests, times, block, gpu, 0, prefill, "round-robin", output_tokens=1)
+    first = rows(alone.rows)
+    decoded = {
+        fleet.decode.numbers[index][row[0]]: row for index, stats in enumerate(each[prefill:]) for row in stats.rows
+    }
+    for number, row in rows(merged.rows).items():
+        arrival, queue, ttft, tpot, e2e, tokens, output, gpu_hit, cpu_hit, _ = row
+        assert (arrival, queue, ttft, tokens, gpu_hit, cpu_hit) == tuple(first[number][i] for i in (0, 1, 2, 5, 7, 8))
+        assert output == requests[number][2]
+        if output > 1:
+            rest = decoded[number]
+            assert rest[1] == pytest.approx(arrival + ttft / 1000, abs=1e-9)  # sent on at its first token
+            assert e2e == pytest.approx(ttft + rest[5], abs=1e-6)
+            assert tpot == pytest.approx(rest[5] / (output - 1), abs=1e-6)
+        else:
+            assert number not in decoded
+    read = sum(stats.cpu_hit_tokens for stats in each[prefill:])
+    assert merged.copied.get("net", 0) * block == read
+    assert sum(stats.copied.get("h2d", 0) for stats in each[prefill:]) == 0
+
+
+def test_a_decode_instance_reads_the_prompt_then_decodes():
+    """One request of four blocks and a token, five output tokens, alone: the decode instance reads the four blocks
+    over the network, computes the last token (vLLM's hit ends a token short), then decodes three more."""
+    requests = [(list(range(4)), 4 * 16 + 1, 5)]
+    fleet, merged, _ = disaggregated(requests, [0.0], 16, 10, 1, 1)
+    ((_, _, _, ttft, tpot, e2e, _, output, _, _, _),) = merged.rows
+    cost = ToyCost(16)
+    rest = RemoteKV(1000).network_ms(4) + cost.prefill_ms(65, 64) + 3 * cost.decode_ms(1, 66)
+    assert output == 5 and merged.copied["net"] == 4
+    assert e2e - ttft == pytest.approx(rest, rel=1e-9) and tpot == pytest.approx(rest / 4, rel=1e-9)
+    assert ttft == pytest.approx(cost.prefill_ms(65, 0), rel=1e-9)
+
+
+def test_simulate_prefill_apart_from_decode_says_each_pool(head):
+    """``kvlab.simulate(prefill_instances=2, decode_instances=3)``: each prefill instance's requests add up to the
+    fleet's; the decode instances serve the requests of more than one output token; each row names both."""
+    rooms = {"block_tokens": 64, "cpu_blocks": 4000, "speedup": 4}
+    result = api_simulate(**hardware(head), **rooms, prefill_instances=2, decode_instances=3, per_request=True)
+    document, each, frame = result.to_dict(), result.instances_frame(), result.requests_frame()
+    prefill, decode = each[each["role"] == "prefill"], each[each["role"] == "decode"]
+    assert list(prefill["instance"]) == [0, 1] and list(decode["instance"]) == [2, 3, 4]
+    for name in ("requests", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens"):
+        assert prefill[name].sum() == document[name]
+    assert decode["requests"].sum() == (frame["output_tokens"] > 1).sum()
+    assert frame["instance"].isin([0, 1]).all() and frame["decode_instance"].dropna().isin([2, 3, 4]).all()
+    assert document["links"]["net"]["blocks"] > 0 and document["output_tokens"] == frame["output_tokens"].sum()
+    for refused, words in (
+        ({"prefill_instances": 2}, "argument --prefill-instances: needs --decode-instances too"),
+        ({"prefill_instances": 2, "decode_instances": 2, "instances": 2}, "argument --instances: not with"),
+    ):
+        with pytest.raises(SettingError, match=re.escape(words)):
+            api_simulate(**hardware(head), **refused)

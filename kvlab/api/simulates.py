@@ -138,6 +138,8 @@ def simulate(
     instances=1,
     router="round-robin",
     cpu_scope="private",
+    prefill_instances=None,
+    decode_instances=None,
     dry_run=False,
     **settings,
 ):
@@ -154,7 +156,7 @@ def simulate(
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
     from kvlab.simulator.arrivals import Arrivals
     from kvlab.simulator.cost import StepCost
-    from kvlab.simulator.fleet import ROUTER_SETTINGS, FleetSettings, SharedHosts, router_of
+    from kvlab.simulator.fleet import ROUTER_SETTINGS, FleetSettings, RemoteKV, SharedHosts, router_of
     from kvlab.simulator.instance import CACHE_RULES, Instance
     from kvlab.simulator.settings import EngineSettings, engine_setting_names
     from kvlab.util.settings import checked
@@ -167,12 +169,18 @@ def simulate(
     gpu_tokens, cpu_tokens = rooms.get("gpu_tokens"), rooms.get("cpu_tokens")
     rules = checked(ReplaySettings, {name: settings.pop(name) for name in CACHE_RULES if name in settings})
     arrivals = Arrivals(speedup, rate, clients, seed)
-    fleet = FleetSettings(instances=instances, router=router, cpu_scope=cpu_scope)
+    fleet = FleetSettings(
+        instances=instances,
+        router=router,
+        cpu_scope=cpu_scope,
+        prefill_instances=prefill_instances,
+        decode_instances=decode_instances,
+    )
     given = {
         found: settings.pop(found) for kind in ROUTER_SETTINGS.values() for found in _names(kind) if found in settings
     }
     chosen_router = router_of(fleet.router, given)
-    if fleet.instances > 1 and arrivals.kind == "clients":
+    if fleet.size > 1 and arrivals.kind == "clients":
         raise SettingError("argument --clients: a fleet's requests arrive open (--speedup or --rate), not from clients")
     made = workload_of(workload, settings, rooms.get("block_tokens"), "simulate")
     block = made.block_tokens
@@ -182,7 +190,8 @@ def simulate(
     model = HardwareModel(HardwareSettings(**hardware), block)
     instance = Instance.of(made, engine, rules, gpu_tokens, cpu_tokens, model)
     footprint = instance.footprint(per_request)
-    footprint = dataclasses.replace(footprint, fixed=footprint.fixed * fleet.instances)  # each instance's tiers
+    instances = fleet.size + (fleet.decode_instances or 0)
+    footprint = dataclasses.replace(footprint, fixed=footprint.fixed * instances)  # each instance's tiers
     meter = _meter(max_memory, footprint)
     meter.check(0, 0, 0)  # the pool's and the tier's entries alone
     if dry_run:
@@ -190,12 +199,10 @@ def simulate(
     cost = StepCost(model, block)
     each = timed_fleet = None
     try:
-        if fleet.instances == 1:
+        if instances == 1:
             stats = instance.run(cost, arrivals, meter, per_request)
         else:
-            timed_fleet, each = instance.run_fleet(
-                cost, arrivals, meter, per_request, fleet.instances, chosen_router, fleet.cpu_scope
-            )
+            timed_fleet, each = instance.run_fleet(cost, arrivals, meter, per_request, fleet, chosen_router)
             stats = timed_fleet.merged(each)
     except MemoryError:  # the machine's memory ran out (--max-memory bounds what the run projects): the command's line
         raise KvlabError("out of memory") from None
@@ -205,18 +212,29 @@ def simulate(
             f" blocks of {block} tokens), and the engine refuses it (as vLLM refuses a model length its KV cache cannot"
             " hold): give a larger pool or fewer --output-tokens"
         )
-    document = _document(instance, arrivals, cost, stats, fleet.instances)
+    document = _document(instance, arrivals, cost, stats, instances)
     version, usable = instance.describe()
     document["engine"] |= version
     document["cache"] |= usable
     if timed_fleet is not None:
         described = chosen_router.settings.describe() if chosen_router.settings is not None else {}
         document["fleet"] = {**fleet.describe(), **described}
+        if fleet.disaggregated:
+            document["fleet"]["decode_router"] = "least-loaded (Dynamo's decode routing: load only)"
+            document["fleet"]["kv_transfer"] = RemoteKV.describe()
         document["fleet"]["routers"] = [paste.describe() for paste in chosen_router.paste(block)]
         if fleet.cpu_scope == "shared" and instance.cpu_blocks:
             document["fleet"]["network"] = SharedHosts.describe()
-        document["instances"] = [_instance_figures(index, one) for index, one in enumerate(each)]
-    chosen = timed_fleet.chosen if timed_fleet is not None else None
+        roles = ["prefill" if fleet.disaggregated else None] * fleet.size + ["decode"] * (instances - fleet.size)
+        document["instances"] = [
+            _instance_figures(index, one, role) for index, (one, role) in enumerate(zip(each, roles, strict=True))
+        ]
+    chosen = None
+    if timed_fleet is not None:
+        chosen = {"instance": timed_fleet.chosen}
+        if fleet.disaggregated:
+            decoded = timed_fleet.decode.numbers
+            chosen["decode_instance"] = {n: fleet.size + d for d, numbers in enumerate(decoded) for n in numbers}
     table = _table(stats, made.request_ids(), chosen) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
 
@@ -225,11 +243,14 @@ def _names(settings):
     return [found.name for found in dataclasses.fields(settings)]
 
 
-def _instance_figures(index, stats):
-    """One instance's figures in a fleet's JSON: what it served, and its times' spread."""
+def _instance_figures(index, stats, role=None):
+    """One instance's figures in a fleet's JSON: what it served, and its times' spread (``role``: prefill or decode,
+    where prefill is apart: a prefill instance's TTFT is its requests', a decode instance's counts from the KV's
+    arrival and its tokens from the network are its ``cpu_hit_tokens``)."""
     inputs, gpu, cpu = stats.input_tokens, stats.gpu_hit_tokens, stats.cpu_hit_tokens
     return {
         "instance": index,
+        **({"role": role} if role else {}),
         "requests": stats.requests,
         "refused": stats.refused,
         "input_tokens": inputs,
@@ -302,7 +323,7 @@ def _document(instance, arrivals, cost, stats, instances=1):
 
 def _table(stats, ids=None, chosen=None):
     """The ``--per-request`` CSV; with ``ids`` (the trace's own, by request number) a ``request_id`` column, with
-    ``chosen`` (a fleet's instance of each request, by number) an ``instance`` column."""
+    ``chosen`` (a fleet's: by column name, each request's instance by number) its columns."""
     from kvlab.util.files import csv_text
 
     rows = []
@@ -312,10 +333,11 @@ def _table(stats, ids=None, chosen=None):
         row = dict(zip(REQUEST_COLUMNS, values, strict=True))
         if ids is not None:
             row["request_id"] = "" if ids[number] is None else ids[number]
-        if chosen is not None:
-            row["instance"] = chosen[number]
+        for name, instances in (chosen or {}).items():
+            row[name] = instances[number] if isinstance(instances, list) else instances.get(number, "")
         rows.append(row)
     columns = REQUEST_COLUMNS if ids is None else (REQUEST_COLUMNS[0], "request_id", *REQUEST_COLUMNS[1:])
-    if chosen is not None:
-        columns = (*columns[: columns.index("arrival_s")], "instance", *columns[columns.index("arrival_s") :])
+    if chosen:
+        at = columns.index("arrival_s")
+        columns = (*columns[:at], *chosen, *columns[at:])
     return csv_text(rows, columns)

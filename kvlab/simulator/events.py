@@ -165,6 +165,7 @@ class Simulator:
         self.evicted_until = 0.0  # when the copies of what the GPU evicted complete (write-back)
         self.watch = None  # a fleet's look at its requests: told each one's first token and its end (fleet.py)
         self.hosts = None  # a shared CPU tier's hosts: whose host holds each block, the network's price (fleet.py)
+        self.remote = None  # a decode instance's KV from its prefill instances, read over the network (fleet.py)
         if self.evicting:
             pool.victims = []
 
@@ -451,7 +452,9 @@ class Simulator:
         return keys, gpu_end, self._cpu_end(keys, gpu_end)
 
     def _cpu_end(self, keys, gpu_end):
-        """Index of the first of ``keys[gpu_end:]`` the CPU tier does not hold."""
+        """Index of the first of ``keys[gpu_end:]`` the CPU tier (a decode instance: its prefill's KV) lacks."""
+        if self.remote is not None:
+            return self.remote.prefix_end(keys, gpu_end)
         if self.connector is not None:
             return self.connector.prefix_end(keys, gpu_end)[0]
         offload = self.offload
@@ -473,6 +476,8 @@ class Simulator:
             if cpu_end == gpu_end:  # (a load's victims wait for its prefill's: one of them may come back)
                 self.write_back()  # what its blocks evicted: after its own copies left the CPU, as kvlab replay
         request.lookup = gpu_end, cpu_end
+        if self.remote is not None:
+            self.remote.release(request)
         length = request.length
         found = min(cpu_end * block, length)
         request.computed = min(found, length - 1)
@@ -528,6 +533,9 @@ class Simulator:
     def _load(self, request, keys):
         request.loading = True
         self.loads += 1
+        if self.remote is not None:  # a prefill instance's KV, GPU to GPU over the network
+            self._push(self._copy("net", len(keys), self.remote.network_ms), "loaded", (request, keys))
+            return
         hosts, after = self.hosts, 0.0
         if hosts is not None:  # a shared tier's blocks on other hosts come over the network first
             remote = hosts.remote(self, keys)

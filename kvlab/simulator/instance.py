@@ -120,39 +120,56 @@ class Instance:
             arrivals.clients,
         )
 
-    def run_fleet(self, cost, arrivals, meter, per_request, instances, router, cpu_scope="private"):
-        """``instances`` copies of this instance behind ``router`` on one clock (kvlab/simulator/fleet.py), with
-        ``cpu_scope`` ``shared`` one CPU tier of all their rooms, read across hosts: the fleet, and each instance's
-        :class:`kvlab.simulator.events.SimulatorStats`."""
-        from kvlab.simulator.fleet import SharedHosts, TimedFleet
+    def run_fleet(self, cost, arrivals, meter, per_request, fleet, router):
+        """A fleet of copies of this instance on one clock (kvlab/simulator/fleet.py): ``fleet``
+        (:class:`kvlab.simulator.fleet.FleetSettings`) says how many, whether their CPU tier is shared (one tier of
+        all their rooms, read across hosts) and whether prefill is apart from decode (the prefill instances behind
+        ``router``, the decode instances without a CPU tier); the fleet, and each instance's
+        :class:`kvlab.simulator.events.SimulatorStats` (the prefill instances' first)."""
+        from dataclasses import replace
 
-        shared = None
-        if cpu_scope == "shared" and self.cpu_blocks:
-            shared = self._cpu_tier(self.cpu_blocks * instances)
+        from kvlab.fleet.routers import ROUTERS
+        from kvlab.simulator.fleet import RemoteKV, SharedHosts, TimedFleet
+
+        shared, bytes_per_block = None, self.chosen.block_tokens * self.model.bytes_per_token
+        if fleet.cpu_scope == "shared" and self.cpu_blocks:
+            shared = self._cpu_tier(self.cpu_blocks * fleet.size)
             if not hasattr(shared, "cpu"):
                 raise SettingError(
                     "argument --cpu-scope: vLLM 0.33's OffloadingConnector keeps one worker's CPU tier; a shared tier"
                     " is kvlab's write policies' (give --engine-version 0.24.0, or --cpu-scope private)"
                 )
-        simulators = [self.simulator(cost, per_request, shared) for _ in range(instances)]
+        decode = None
+        if fleet.disaggregated:
+            rest = replace(self.engine, output_tokens=None)  # each request's rest of its output, as it is sent
+            decoders = [self.simulator(cost, True, settings=rest, cpu=False) for _ in range(fleet.decode_instances)]
+            for simulator in decoders:
+                simulator.remote = RemoteKV(bytes_per_block)
+            decode = TimedFleet(decoders, ROUTERS["least-loaded"](), rest)
+            first = replace(self.engine, output_tokens=1)  # a prefill instance computes the first token
+            simulators = [self.simulator(cost, True, shared, first) for _ in range(fleet.size)]
+        else:
+            simulators = [self.simulator(cost, per_request, shared) for _ in range(fleet.size)]
         if shared is not None:
-            hosts = SharedHosts(self.chosen.block_tokens * self.model.bytes_per_token)
+            hosts = SharedHosts(bytes_per_block)
             for index, simulator in enumerate(simulators):
                 simulator.hosts, simulator.host = hosts, index
-        fleet = TimedFleet(simulators, router, self.engine)
+        timed_fleet = TimedFleet(simulators, router, self.engine, decode)
         timed = _metered(self.made, meter)
-        return fleet, fleet.run(arrivals.open_times(timed, getattr(self.made, "trace", None)))
+        return timed_fleet, timed_fleet.run(arrivals.open_times(timed, getattr(self.made, "trace", None)))
 
-    def simulator(self, cost, per_request, offload=None):
+    def simulator(self, cost, per_request, offload=None, settings=None, cpu=True):
         """The Python simulator of this instance (:class:`kvlab.simulator.events.Simulator`), priced by ``cost``,
-        with the CPU tier ``offload`` (default: its own)."""
+        with the CPU tier ``offload`` (default: its own; none without ``cpu``) and the engine's ``settings`` (default:
+        its own)."""
         from kvlab.simulator.events import Simulator
         from kvlab.simulator.pool import BlockPool
 
         tail_first = self.chosen.eviction_order == "tail-first"
         pool = BlockPool(self.usable, self.chosen.block_tokens)
-        offload = offload if offload is not None else self._cpu_tier()
-        return Simulator(pool, cost, offload, self.engine, per_request, tail_first=tail_first, rules=self.rules)
+        offload = offload if offload is not None else self._cpu_tier() if cpu else None
+        engine = settings or self.engine
+        return Simulator(pool, cost, offload, engine, per_request, tail_first=tail_first, rules=self.rules)
 
     def _cpu_tier(self, cpu_blocks=None):
         """Of ``cpu_blocks`` (default: the instance's), vLLM 0.33's OffloadingConnector (kvlab/simulator/offloading.py)
