@@ -412,3 +412,18 @@ def test_simulate_prefill_apart_from_decode_says_each_pool(head):
     ):
         with pytest.raises(SettingError, match=re.escape(words)):
             api_simulate(**hardware(head), **refused)
+
+
+def test_llm_d_approximate_index_forgets_beyond_its_room():
+    """llm-d's approximate index, at the instances' pool (autoTune), follows a document read far apart; with room for
+    one block (``--llm-d-lru-tokens``) it keeps only the document's last block, its walk stops at the first, and the
+    reads spread as round-robin does."""
+    document = list(range(4))
+    requests = [(document, 4 * 16 + 1, 1) for _ in range(6)]
+    times = [number * 1e6 for number in range(6)]
+    settings_of = ROUTERS["llm-d"].Settings
+    for room, expected in ((None, [0] * 6), (16, [0, 1, 2, 0, 1, 2])):
+        router = ROUTERS["llm-d"](settings_of(llm_d_lru_tokens=room))
+        fleet = TimedFleet([simulator(16, 100, 0) for _ in range(3)], router, EngineSettings())
+        fleet.run(timed(requests, times))
+        assert fleet.chosen == expected, room

@@ -25,6 +25,7 @@ from kvlab.fleet.routers.base import Router, least_used
 from kvlab.fleet.routers.index import RoutedIndex
 from kvlab.util.files import number_in
 from kvlab.util.settings import Declared, setting
+from kvlab.workloads import whole_number
 
 GROUP = "router llm-d (kvlab/fleet/routers/llm_d.py)"
 WEIGHT = number_in(0, 1000, "a weight from 0 to 1000")
@@ -43,6 +44,13 @@ class Settings(Declared):
         group=GROUP,
         help="approximate: the router's record of what it sent where (the default profile's); precise: the engines'"
         " KV events (GPU and CPU tiers)",
+    )
+    llm_d_lru_tokens: int | None = setting(
+        None,
+        convert=whole_number(1),
+        group=GROUP,
+        help="the approximate index's room per instance, in tokens (lruCapacityPerServer x its block; default: the"
+        " instance's pool, as autoTune)",
     )
     llm_d_refresh_ms: float = setting(
         50.0,
@@ -69,6 +77,9 @@ class LlmD(Router):
         return self.scraped[1]
 
     def _prefix_scores(self, keys, fleet):
+        if self.index is None:
+            rooms = self.settings.llm_d_lru_tokens
+            self.index = RoutedIndex(fleet.size, rooms // fleet.block_tokens if rooms else fleet.gpu_blocks)
         if self.settings.llm_d_prefix_cache == "precise":
             blocks = len(keys)
             scores = []
@@ -76,8 +87,6 @@ class LlmD(Router):
                 held, gpu = fleet.held(index, keys)
                 scores.append((gpu + CPU_BLOCK_WEIGHT * (held - gpu)) / blocks if blocks else 0.0)
             return scores
-        if self.index is None:
-            self.index = RoutedIndex(fleet.size, fleet.gpu_blocks)
         head = keys[:MAX_PREFIX_BLOCKS]
         counts, _, _ = self.index.matched(head)
         return [count / len(head) if head else 0.0 for count in counts]
@@ -99,8 +108,6 @@ class LlmD(Router):
 
     def sent_to(self, index, keys, tokens, number, fleet):
         if self.settings.llm_d_prefix_cache == "approximate":
-            if self.index is None:
-                self.index = RoutedIndex(fleet.size, fleet.gpu_blocks)
             self.index.record(index, keys[:MAX_PREFIX_BLOCKS])
 
     def paste(self, block_tokens):
@@ -114,7 +121,12 @@ class LlmD(Router):
             (prefix, settings.llm_d_prefix_weight, parameters),
         ]
         note = "the engines publish KV events (vLLM: --kv-events-config)" if precise else ""
-        return [products.llm_d(scorers, note)]
+        producers = []
+        if not precise and settings.llm_d_lru_tokens:  # the index's room, set rather than tuned (GIE v1.5's plugin)
+            room = f"autoTune: false\nblockSizeTokens: {block_tokens}\n"
+            room += f"lruCapacityPerServer: {max(1, settings.llm_d_lru_tokens // block_tokens)}"
+            producers.append(("approx-prefix-cache-producer", room))
+        return [products.llm_d(scorers, note, producers)]
 
 
 ROUTER = LlmD

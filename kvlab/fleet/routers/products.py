@@ -19,12 +19,13 @@ PRODUCTION_STACK = "vllm-router --service-discovery static --static-backends URL
 PRODUCTION_STACK_SOURCE = "vllm-project/production-stack src/vllm_router/parsers/parser.py, routers/routing_logic.py"
 
 
-def llm_d(scorers, note=""):
+def llm_d(scorers, note="", producers=()):
     """llm-d's ``EndpointPickerConfig`` of one profile: ``scorers`` (``(plugin type, weight, parameters)``, parameters
-    a YAML text or empty) and the max-score picker."""
+    a YAML text or empty) and the max-score picker; ``producers`` (``(plugin type, parameters)``) are plugins outside
+    the profile."""
     lines = ["apiVersion: inference.networking.x-k8s.io/v1alpha1  # llm-d after 0.8: llm-d.ai/v1alpha1"]
     lines += ["kind: EndpointPickerConfig", "plugins:"]
-    for kind, _, parameters in scorers:
+    for kind, _, parameters in [(kind, None, parameters) for kind, parameters in producers] + list(scorers):
         lines.append(f"- type: {kind}")
         if parameters:
             lines += ["  parameters:", *(f"    {line}" for line in parameters.splitlines())]
