@@ -263,29 +263,27 @@ def hardware(head):
 
 
 def test_a_fleet_says_what_it_refuses(head):
+    """One line, in the flag's words, from the command and the API alike."""
     flags = ["--workload", "mooncake", "--trace", str(head), *MODEL]
     for extra, words in (
         (
-            ["--router", "dynamo", "--llm-d-queue-weight", "1"],
+            ["--instances", "2", "--router", "dynamo", "--llm-d-queue-weight", "1"],
             "argument --llm-d-queue-weight: applies to --router llm-d only",
         ),
-        (["--clients", "4"], "argument --clients: a fleet's requests arrive open"),
         (
-            ["--router", "llm-d", "--llm-d-kv-weight", "-1"],
+            ["--prefill-instances", "1", "--decode-instances", "1", "--clients", "4"],
+            "argument --clients: prefill apart from decode takes open arrivals",
+        ),
+        (
+            ["--instances", "2", "--router", "llm-d", "--llm-d-kv-weight", "-1"],
             "argument --llm-d-kv-weight: expected a weight from 0 to 1000",
         ),
     ):
-        result = kvlab("simulate", *flags, "--instances", "2", *extra)
+        result = kvlab("simulate", *flags, *extra)
         assert result.returncode != 0 and words in result.stderr and result.stderr.count("\n") == 1, result.stderr
-        with pytest.raises(SettingError, match=words.split(": ", 1)[1][:30]):
-            api_simulate(
-                **hardware(head),
-                instances=2,
-                **{
-                    name.lstrip("-").replace("-", "_"): value
-                    for name, value in zip(extra[::2], extra[1::2], strict=True)
-                },
-            )
+        given = {name.lstrip("-").replace("-", "_"): value for name, value in zip(extra[::2], extra[1::2], strict=True)}
+        with pytest.raises(SettingError, match=re.escape(words.split(": ", 1)[1][:30])):
+            api_simulate(**hardware(head), **given)
     result = kvlab("replay", "--workload", "mooncake", "--trace", str(head), "--instances", "2", "--router", "llm-d")
     assert result.returncode == 2 and "invalid choice: 'llm-d'" in result.stderr
 
@@ -427,3 +425,45 @@ def test_llm_d_approximate_index_forgets_beyond_its_room():
         fleet = TimedFleet([simulator(16, 100, 0) for _ in range(3)], router, EngineSettings())
         fleet.run(timed(requests, times))
         assert fleet.chosen == expected, room
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains(whole_blocks=False), st.integers(1, 4), st.data())
+def test_a_closed_loop_of_one_instance_is_the_engine_request_by_request(workload, clients, data):
+    """``--clients``: a fleet of one, each client sending its next request as its last finishes, times every request
+    as the engine's own closed loop does, whatever the router."""
+    block, requests = workload
+    needs = [math.ceil((tokens + output - 1) / block) for _, tokens, output in requests]
+    gpu = data.draw(st.integers(max(needs), max(needs) + 3 * len(requests)), label="gpu blocks")
+    cpu = data.draw(st.sampled_from([0, 2 * max(needs)]), label="cpu blocks")
+    router = data.draw(st.sampled_from(sorted(ROUTERS)), label="router")
+    source = [Timed(keys, tokens, None, output) for keys, tokens, output in requests]
+    try:
+        alone = simulator(block, gpu, cpu).run(iter(source), clients)
+    except KvlabError as error:
+        with pytest.raises(KvlabError, match=re.escape(str(error))):
+            TimedFleet([simulator(block, gpu, cpu)], ROUTERS[router](), EngineSettings()).run(source, clients)
+        return
+    fleet = TimedFleet([simulator(block, gpu, cpu)], ROUTERS[router](), EngineSettings())
+    merged = fleet.merged(fleet.run(source, clients))
+    assert rows(merged.rows) == rows(alone.rows)
+    assert (merged.steps, merged.preemptions) == (alone.steps, alone.preemptions)
+
+
+def test_a_closed_loop_keeps_each_client_to_one_request_at_a_time(head):
+    """``kvlab.simulate(clients=6, instances=3)``: at most six requests in flight at once, every one of the trace's
+    requests served, and least-loaded routing spreads them over the three instances."""
+    result = api_simulate(
+        **hardware(head),
+        block_tokens=64,
+        output_tokens=4,
+        clients=6,
+        instances=3,
+        router="least-loaded",
+        per_request=True,
+    )
+    frame = result.requests_frame()
+    assert len(frame) == 60 and sorted(result.instances_frame()["requests"]) != [0, 0, 60]
+    starts, ends = frame["arrival_s"], frame["arrival_s"] + frame["e2e_ms"] / 1000
+    for start in starts:  # (the table's times are rounded: a client's next starts as its last ends)
+        assert ((starts <= start) & (ends > start + 1e-5)).sum() <= 6

@@ -180,8 +180,8 @@ def simulate(
         found: settings.pop(found) for kind in ROUTER_SETTINGS.values() for found in _names(kind) if found in settings
     }
     chosen_router = router_of(fleet.router, given)
-    if fleet.size > 1 and arrivals.kind == "clients":
-        raise SettingError("argument --clients: a fleet's requests arrive open (--speedup or --rate), not from clients")
+    if fleet.disaggregated and arrivals.kind == "clients":
+        raise SettingError("argument --clients: prefill apart from decode takes open arrivals (--speedup or --rate)")
     made = workload_of(workload, settings, rooms.get("block_tokens"), "simulate")
     block = made.block_tokens
     for name, given, other in (("gpu", gpu_tokens, engine.gpu_blocks), ("cpu", cpu_tokens, engine.cpu_blocks)):

@@ -166,6 +166,7 @@ class Simulator:
         self.watch = None  # a fleet's look at its requests: told each one's first token and its end (fleet.py)
         self.hosts = None  # a shared CPU tier's hosts: whose host holds each block, the network's price (fleet.py)
         self.remote = None  # a decode instance's KV from its prefill instances, read over the network (fleet.py)
+        self.halt = False  # stop advancing at once (a fleet's closed loop: a client's request finished)
         if self.evicting:
             pool.victims = []
 
@@ -199,6 +200,9 @@ class Simulator:
         self.until = until
         while True:
             self._admit()
+            if self.halt:  # a fleet's client finished here: its next request may come before anything else
+                self.halt = False
+                return
             if self.now < until and (self.running or self._schedulable()):
                 self.scheduler.step()
                 continue
@@ -206,6 +210,14 @@ class Simulator:
             if upcoming is None or upcoming >= until:
                 return
             self.now = max(self.now, upcoming)
+
+    def next_activity(self):
+        """When this instance next does something: now where it has work, else its next copy or arrival (inf for
+        none)."""
+        if self.running or self._schedulable():
+            return self.now
+        upcoming = self._upcoming()
+        return math.inf if upcoming is None else upcoming
 
     def deliver(self, when, timed):
         """A request a fleet's router sent here, arriving at ``when`` (no earlier than the last sent)."""

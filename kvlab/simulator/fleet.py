@@ -100,6 +100,8 @@ class TimedFleet:
         self.outputs = {}  # with ``decode``: each request in prefill, its whole output and its Timed
         self.handoffs = []  # with ``decode``: (first token's time, number, the rest of it) for a decode instance
         self.refused_numbers = set()  # requests an instance refused
+        self.clients = {}  # a closed loop's requests in flight: each one's client
+        self.ready = []  # a closed loop's clients, each with when it sends its next
         self.now = 0.0
         for index, simulator in enumerate(simulators):
             simulator.watch = _Watch(self, index)
@@ -114,19 +116,49 @@ class TimedFleet:
         waiting += simulator.next_arrival is not None
         return Load(waiting, len(simulator.running), 1 - pool.available / pool.blocks)
 
-    def run(self, arrivals):
-        """Serve ``arrivals`` (``(arrival_s, Timed)`` in order); each instance's stats (with ``decode``, the prefill
-        instances' and then the decode instances')."""
+    def run(self, arrivals, clients=None):
+        """Serve ``arrivals`` (``(arrival_s, Timed)`` in order) or, with ``clients`` (a number of them), the requests
+        of the iterator ``arrivals`` (``Timed``), each client sending its next as its last finishes; each instance's
+        stats (with ``decode``, the prefill instances' and then the decode instances')."""
         self.start()
-        output = self.engine.output_tokens
-        for number, (when, timed) in enumerate(arrivals):
-            whole = output or timed.output_tokens
-            if whole is not None:
-                self.engine.check_sequence(number + 1, timed.tokens, max(1, whole))
-            if self.decode is not None:
-                self.outputs[number] = max(1, whole or 1), timed
-            self.send(number, when, timed)
+        if clients:
+            self._closed_loop(iter(arrivals), clients)
+        else:
+            for number, (when, timed) in enumerate(arrivals):
+                self._check(number, timed)
+                self.send(number, when, timed)
         return self.finish()
+
+    def _check(self, number, timed):
+        whole = self.engine.output_tokens or timed.output_tokens
+        if whole is not None:
+            self.engine.check_sequence(number + 1, timed.tokens, max(1, whole))
+        if self.decode is not None:
+            self.outputs[number] = max(1, whole or 1), timed
+
+    def _closed_loop(self, source, clients):
+        """Each client's next request sent when its last finishes, the fleet always on its earliest event: an
+        instance runs until the next request is due, or stops where a client's request finished (its next may be
+        due before anything else), so the router sees every instance at each request's arrival."""
+        self.ready = [(0.0, client) for client in range(clients)]  # (when a client sends its next, the client)
+        self.clients = {}  # a request in flight: its client
+        simulators, number = self.simulators, 0
+        while True:
+            due = self.ready[0][0] if self.ready else math.inf
+            nearest = min(simulators, key=lambda simulator: simulator.next_activity())
+            if due == math.inf and nearest.next_activity() == math.inf:
+                return
+            if due <= nearest.next_activity():
+                when, client = heapq.heappop(self.ready)
+                timed = next(source, None)
+                if timed is None:
+                    continue
+                self._check(number, timed)
+                self.clients[number] = client
+                self.send(number, when, timed)
+                number += 1
+            else:
+                nearest.advance(due)
 
     def start(self):
         for simulator in self.simulators:
@@ -271,6 +303,11 @@ class _Watch:
         fleet = self.fleet
         number = fleet.numbers[self.index][request.number]
         fleet.inflight[self.index] -= 1
+        client = fleet.clients.pop(number, None)
+        if client is not None:  # its client sends its next now
+            simulator = fleet.simulators[self.index]
+            heapq.heappush(fleet.ready, (simulator.now, client))
+            simulator.halt = True
         fleet.router.finished(self.index, number)
         if request.first_token is None:  # refused: longer than the pool
             fleet.refused_numbers.add(number)

@@ -156,6 +156,8 @@ class Instance:
                 simulator.hosts, simulator.host = hosts, index
         timed_fleet = TimedFleet(simulators, router, self.engine, decode)
         timed = _metered(self.made, meter)
+        if arrivals.kind == "clients":
+            return timed_fleet, timed_fleet.run(timed, arrivals.clients)
         return timed_fleet, timed_fleet.run(arrivals.open_times(timed, getattr(self.made, "trace", None)))
 
     def simulator(self, cost, per_request, offload=None, settings=None, cpu=True):
