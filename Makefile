@@ -71,11 +71,14 @@ bench-server: $(VENV)/.server-installed
 	$(BIN)/python server/load_check.py --strict-time --out work/server-load-check
 
 # kvlab simulate beside NVIDIA AISimulate on the conversation trace (bench/aisimulate_side_by_side.py): reuse per
-# tier, TTFT, CPU seconds, both tools in one run. AISimulate pins its own jax stack, so it gets a venv of its own
-# (.venv-aisimulate, about 1.5 GB, about a minute to install); kvlab's .venv is the one `make run` makes.
+# tier, TTFT, CPU seconds, both tools in one run; one instance, then 4 behind round-robin with private and with
+# shared host tiers. AISimulate pins its own jax stack, so it gets a venv of its own (.venv-aisimulate, about 1.5 GB,
+# about a minute to install); kvlab's .venv is the one `make run` makes.
 .PHONY: bench-aisimulate
 bench-aisimulate: $(VENV)/.run-installed .venv-aisimulate/.installed
 	$(BIN)/python bench/aisimulate_side_by_side.py
+	$(BIN)/python bench/aisimulate_side_by_side.py --instances 4
+	$(BIN)/python bench/aisimulate_side_by_side.py --instances 4 --cpu-scope shared --cpu-only
 
 # kvlab simulate beside vLLM 0.33's own scheduler, block pool and OffloadingConnector, request by request, on the
 # conversation trace's first 1,000 requests (bench/vllm_side_by_side.py, docs/simulate.md "Beside vLLM"): eight

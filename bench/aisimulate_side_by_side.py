@@ -34,10 +34,17 @@ included, each tool's least over ``--repeat`` runs (3) interleaved with the othe
 this shared machine slows neither alone; simulated requests per CPU second divide the requests by that. The
 figures other than CPU are the same in every run of a tool (both are deterministic). Differences are kvlab less
 AISimulate (points for reuse, % of AISimulate's TTFT); the speed ratio is kvlab's requests per CPU second
-over AISimulate's. Usage::
+over AISimulate's.
+
+With ``--instances N`` both run a fleet (issue 39): AISimulate's ``parallelism.replicas`` N on its engine stack
+(round-robin), its host tier ``dp_rank_local`` or, with ``--cpu-scope shared``, ``cluster_shared`` of N times the
+blocks (its shared links 80 GB/s each way); kvlab's ``--instances N --router round-robin --cpu-scope S`` (a shared
+tier's read of another instance's block crosses its network link first: docs/fleet.md). The speedup is multiplied
+by N, so each instance's load is the one instance's. Usage::
 
     .venv/bin/python bench/aisimulate_side_by_side.py [--aisimulate .venv-aisimulate/bin/aisimulate]
         [--speedup 0.2] [--cpu-factor 4] [--cpu-only] [--gpu-blocks N] [--trace FILE] [--keep DIR] [--repeat 3]
+        [--instances N] [--cpu-scope private|shared]
 """
 
 import argparse
@@ -81,24 +88,31 @@ def default_gpu_blocks(aisimulate):
     return int(done.stdout.split()[-1])
 
 
-def aisimulate_config(trace, speedup, gpu_blocks, cpu_blocks, fixed):
-    """The prediction config, as JSON (a subset of YAML, which AISimulate reads)."""
+def aisimulate_config(trace, speedup, gpu_blocks, cpu_blocks, fixed, instances=1, scope="private"):
+    """The prediction config, as JSON (a subset of YAML, which AISimulate reads): ``instances`` replicas
+    (round-robin on its engine stack), their host tiers each its own (``dp_rank_local``) or one pool of all their
+    blocks (``cluster_shared``)."""
     kv_cache = {"prefix_caching": True}
     if fixed:
         kv_cache["capacity"] = {"type": "fixed", "blocks": gpu_blocks}
     if cpu_blocks:
         kv_cache["host_offload"] = {
-            "num_host_blocks": cpu_blocks,
+            "num_host_blocks": cpu_blocks * (instances if scope == "shared" else 1),
             "d2h_bandwidth_gbps": LINK_GBPS,
             "h2d_bandwidth_gbps": LINK_GBPS,
             "latency_to_first_byte_ms": 0.0,
         }
+        if scope == "shared":
+            kv_cache["host_offload"]["scope"] = "cluster_shared"
+    worker = {"kv_cache": kv_cache}
+    if instances > 1:
+        worker["parallelism"] = {"replicas": instances}
     return {
         "engine": {
             "model": str(MODEL),
             "hardware": SYSTEM,
             "backend": ENGINE,
-            "workers": {"aggregated": {"kv_cache": kv_cache}},
+            "workers": {"aggregated": worker},
         },
         "traffic": {
             "source": {"type": "trace", "paths": [str(trace)], "format": "mooncake", "block_size": TRACE_BLOCK},
@@ -143,9 +157,11 @@ def run_aisimulate(aisimulate, work, name, config, gpu_blocks):
     }
 
 
-def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks):
+def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks, instances=1, scope="private"):
     """kvlab simulate's figures and CPU seconds."""
     argv = [kvlab, "simulate", "--workload", "mooncake", "--trace", str(trace)]
+    if instances > 1:
+        argv += ["--instances", str(instances), "--router", "round-robin", "--cpu-scope", scope]
     argv += ["--model-config", str(MODEL / "config.json"), "--gpu-system", SYSTEM, "--engine", ENGINE, "--tp", "1"]
     argv += ["--block-tokens", str(BLOCK), "--gpu-blocks", str(gpu_blocks), "--cpu-blocks", str(cpu_blocks)]
     argv += [
@@ -190,6 +206,8 @@ def main(argv=None):
     parser.add_argument("--gpu-blocks", type=int, help="GPU pool for both (default: AISimulate's own rule)")
     parser.add_argument("--keep", type=Path, help="keep configs and AISimulate's outputs in this folder")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tool, interleaved; its least CPU counts")
+    parser.add_argument("--instances", type=int, default=1, help="replicas behind round-robin (the load times them)")
+    parser.add_argument("--cpu-scope", choices=("private", "shared"), default="private", help="with --instances")
     args = parser.parse_args(argv)
     if not Path(args.aisimulate).exists():
         raise SystemExit(
@@ -212,12 +230,14 @@ def main(argv=None):
         results = []
         for cpu in [cpu_blocks] if args.cpu_only else [0, cpu_blocks]:
             name = f"cpu{cpu}"
-            config = aisimulate_config(trace, args.speedup, gpu_blocks, cpu, args.gpu_blocks is not None)
+            speedup = args.speedup * args.instances  # each instance's load the one instance's
+            fleet = args.instances, args.cpu_scope
+            config = aisimulate_config(trace, speedup, gpu_blocks, cpu, args.gpu_blocks is not None, *fleet)
             theirs, ours, error = None, None, None
             for _ in range(args.repeat):  # interleaved; each tool's least CPU (a loaded moment slows either)
                 run = run_aisimulate(args.aisimulate, work, name, config, gpu_blocks)
                 theirs = run if theirs is None or run["cpu_s"] < theirs["cpu_s"] else theirs
-                run, error = run_kvlab(args.kvlab, args.trace, args.speedup, gpu_blocks, cpu)
+                run, error = run_kvlab(args.kvlab, args.trace, speedup, gpu_blocks, cpu, *fleet)
                 if run is None:
                     break
                 ours = run if ours is None or run["cpu_s"] < ours["cpu_s"] else ours
@@ -231,7 +251,13 @@ def main(argv=None):
     print(
         f"{args.trace.name}, speedup {args.speedup}: {MODEL.name} on {SYSTEM}, {ENGINE}, TP 1, {BLOCK}-token blocks,"
         f" GPU pool {gpu_blocks:,} blocks ({gpu_blocks * BLOCK:,} tokens), CPU tier {cpu_blocks:,} blocks"
-        f" ({args.cpu_factor:g}x)\n"
+        f" ({args.cpu_factor:g}x)"
+        + (
+            f"; {args.instances} instances, round-robin, the speedup times them, CPU tiers {args.cpu_scope}"
+            if args.instances > 1
+            else ""
+        )
+        + "\n"
     )
     print("| CPU tier | tool | GPU reuse % | CPU reuse % | TTFT p50 ms | TTFT p99 ms | CPU s | requests / CPU s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -217,20 +217,20 @@ class TimedFleet:
             return self._disaggregated(each[: self.size], each[self.size :])
         merged = SimulatorStats(each[0].rows is not None)
         _add_counts(merged, each)
+        _add_lookups(merged, each)
         for stats in each:
             for name in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"):
                 getattr(merged, name).extend(getattr(stats, name))
             for name in ("requests", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "output_tokens"):
                 setattr(merged, name, getattr(merged, name) + getattr(stats, name))
-            for name, value in stats.lookups.items():
-                merged.lookups[name] += value
         if merged.rows is not None:
             for index, stats in enumerate(each):
                 numbers = self.numbers[index]
                 merged.rows.extend((numbers[row[0]], *row[1:]) for row in stats.rows)
         return merged
 
-    def rows_of(self, each, numbers):
+    @staticmethod
+    def rows_of(each, numbers):
         """By the fleet's number, each request's row in ``each`` (its instances' stats; ``numbers`` theirs)."""
         return {numbers[index][row[0]]: row for index, stats in enumerate(each) for row in stats.rows}
 
@@ -240,10 +240,7 @@ class TimedFleet:
         decode's, its TPOT the decode's over the rest of its output."""
         merged = SimulatorStats(True)
         _add_counts(merged, prefill + decode)
-        merged.lookups = dict(prefill[0].lookups)
-        for stats in prefill[1:]:
-            for name, value in stats.lookups.items():
-                merged.lookups[name] += value
+        _add_lookups(merged, prefill)  # the prompts' (a decode instance's lookup finds what was sent to it)
         first = self.rows_of(prefill, self.numbers)
         rest = self.rows_of(decode, self.decode.numbers)
         for number in sorted(first):
@@ -252,7 +249,7 @@ class TimedFleet:
             if number in rest:  # (a request of one output token, or one the decode instance refused, has none)
                 _, _, _, _, _, decoded, _, output, _, _, more = rest[number]
                 whole, tpot, e2e, preemptions = output + 1, decoded / output, ttft + decoded, preemptions + more
-            elif number in self.refused_rest:
+            elif number in self.decode.refused_numbers:  # its whole sequence longer than a decode instance's pool
                 continue
             merged.rows.append((number, arrival, queue, ttft, tpot, e2e, tokens, whole, gpu, cpu, preemptions))
             for name, value in (("ttft_ms", ttft), ("tpot_ms", tpot), ("e2e_ms", e2e), ("queue_ms", queue)):
@@ -265,10 +262,12 @@ class TimedFleet:
         merged.refused = sum(stats.refused for stats in prefill + decode)
         return merged
 
-    @property
-    def refused_rest(self):
-        """The requests a decode instance refused (the whole sequence longer than its pool)."""
-        return self.decode.refused_numbers
+
+def _add_lookups(merged, each):
+    """vLLM's lookup counters of ``each`` added to ``merged``'s."""
+    for stats in each:
+        for name, value in stats.lookups.items():
+            merged.lookups[name] += value
 
 
 def _add_counts(merged, each):
