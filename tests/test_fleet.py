@@ -18,7 +18,7 @@ from kvlab.curves.mrc import tier_curve
 from kvlab.fleet import CLOCKLESS, CPU_SCOPES, build
 from kvlab.fleet.routers.session import session_of
 from kvlab.loop import COUNTERS, figures, overall, replay, rows_of
-from kvlab.util.errors import SettingError
+from kvlab.util.errors import KvlabError, SettingError
 from kvlab.workloads import LabWorkload
 
 LAB = ["--workload", "lab", "--docs", "2", "--tokens", "100", "--block-tokens", "10"]
@@ -264,9 +264,9 @@ def replayed(cpu_tokens, *extra):
     [("round-robin", "shared"), ("prefix", "shared"), ("round-robin", "private"), ("session", "private")],
 )
 def test_a_fleets_plan_is_its_replay_at_the_budget_and_at_full_reuse(router, scope):
-    """The plan's figures at its CPU budget, and its room for full reuse, per instance, are what the fleet's replay
-    serves at those rooms (a shared tier's curve, or bisection over replays: prefix routing reads the CPU tier);
-    one block less per instance does not reach full reuse."""
+    """The plan's figures at its CPU budget, in all and instance by instance, and its room for full reuse, per
+    instance, are what the fleet's replay serves at those rooms (a shared tier's curve, or bisection over replays:
+    prefix routing reads the CPU tier); one block less per instance does not reach full reuse."""
     fleet = ["--instances", "3", "--router", router, "--cpu-scope", scope]
     plan = planned("--cpu-gib", "0.001", *fleet)
     assert plan["cache"] | {"instances": 3, "router": router, "cpu_scope": scope} == plan["cache"]
@@ -275,6 +275,9 @@ def test_a_fleets_plan_is_its_replay_at_the_budget_and_at_full_reuse(router, sco
         at_budget["gpu_hit_tokens"],
         at_budget["cpu_hit_tokens"],
     )
+    each = plan["instances"]  # and per instance, what the replay's instances served, adding up to the plan's
+    assert each == [{key: one[key] for key in each[0]} for one in at_budget["instances"]]
+    assert sum(one["cpu_hit_tokens"] for one in each) == plan["cpu_hit_tokens"]
     full = plan["cpu_tokens_for_full_reuse"]
     assert replayed(full, *fleet)["token_hit_ratio"] == plan["max_token_hit_ratio"]
     assert full == 0 or replayed(full - 10, *fleet)["token_hit_ratio"] < plan["max_token_hit_ratio"]
@@ -319,3 +322,19 @@ def test_a_plan_of_one_instance_is_the_plan():
 def test_what_a_fleets_plan_does_not_model_is_refused_in_one_line(extra, message):
     done = kvlab(*PLAN, "--gpu-tokens", "200", "--instances", "2", *extra)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"kvlab plan: error: {message}\n")
+
+
+def test_a_fleets_plan_frame_has_a_row_per_instance_and_one_for_the_fleet():
+    """``kvlab.plan(..., instances=3).instances_frame()``: the instances' rows, then ``all``, whose figures are the
+    plan's and whose requests are theirs added up; a plan of one instance has no such table."""
+    from kvlab import plan as api_plan
+
+    given = {"workload": "lab", "docs": 3, "tokens": 200, "chunk_tokens": 10, "model_config": QWEN}
+    result = api_plan(**given, gpu_tokens=200, cpu_gib=0.001, instances=3, cpu_scope="shared")
+    frame, document = result.instances_frame(), result.to_dict()
+    assert list(frame["instance"]) == [0, 1, 2, "all"]
+    fleet = frame.iloc[-1]
+    assert fleet["cpu_hit_tokens"] == document["cpu_hit_tokens"] == frame["cpu_hit_tokens"][:3].sum()
+    assert fleet["requests"] == frame["requests"][:3].sum() > 0
+    with pytest.raises(KvlabError, match="no instances' table"):
+        api_plan(**given, gpu_tokens=200, cpu_gib=0.001).instances_frame()

@@ -30,7 +30,7 @@ from kvlab.fleet import FLEET_SETTINGS, cpu_scope_setting, instances_setting, ro
 from kvlab.latency.hardware import HardwareSettings
 from kvlab.serving import OFFLOADING
 from kvlab.sizing.model_size import MAX_GIB, decimal_gib, kv_dtype_setting
-from kvlab.util.errors import SettingError
+from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json
 from kvlab.util.settings import Declared, setting
 from kvlab.workloads import whole_number
@@ -190,6 +190,17 @@ class Plan(_Result):
         if document.get("notes"):
             found["notes"] = "; ".join(document["notes"])
         return found
+
+    def instances_frame(self):
+        """A fleet's plan (``instances`` > 1): one row per instance at the plan's budget (what it served, as
+        ``kvlab replay --instances`` reports it), then one for the fleet (``all``)."""
+        document = self.to_dict()
+        if "instances" not in document:
+            raise KvlabError("a plan of one instance has no instances' table (instances=N, N > 1)")
+        names = [key for key in document["instances"][0] if key != "instance"]
+        fleet = {"instance": "all", **{key: document.get(key) for key in names}}
+        fleet["requests"] = sum(one["requests"] for one in document["instances"])
+        return _frame([*document["instances"], fleet])
 
     def to_frame(self):
         """One row per round, ``all`` first: the tokens served from GPU, from CPU (and disk), recomputed, the hit

@@ -129,6 +129,14 @@ class Planner(TierPlanner):
         curve = self.curve
         return [tuple(map(int, row)) for row in zip(curve.inputs, curve.base, curve.at(room * self.pool), strict=True)]
 
+    def instances(self, room):
+        """A fleet's instances at this CPU room (per instance): what each served, as a replay reports it."""
+        rooms = {"gpu_tokens": self.gpu_room, "cpu_tokens": room, "block_tokens": self.workload.block_tokens}
+        fleet = build_fleet(CacheSettings(**rooms, write_policy=self.write_policy, **self.rules), *self.fleet)
+        replay(self.workload, fleet)
+        names = ("instance", "requests", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "computed_tokens")
+        return [{name: one[name] for name in (*names, "token_hit_ratio")} for one in fleet.instances()]
+
     def smallest(self, hits):
         """As every tier's, in rooms per instance: a shared tier's curve counts the pool's."""
         found = super().smallest(hits)
@@ -394,6 +402,7 @@ def plan(
     if write_policy in INCLUSIVE and 0 < cpu_room <= gpu_room:
         result["notes"] = [inclusive_note(write_policy, result["cache"], *totals[:3])]
     if fleet is not None:
+        result["instances"] = planner.instances(cpu_room)
         result["router"] = router_settings(fleet[1], engine, chunk_tokens)
     if engine is not None:
         settings = engine_settings(
