@@ -51,14 +51,15 @@ class Dynamo(Router):
         self.prefill = None  # per instance, the uncached prompt tokens of requests before their first token
         self.blocks = None  # per instance, a Counter of the prompt blocks of requests not finished
         self.requests = {}  # number -> (its uncached tokens, its keys), while it is in flight
+        self.overlaps = []  # per instance, (blocks, GPU blocks) of the request being routed
 
     def choose(self, keys, tokens, fleet):
         if self.prefill is None:
             self.prefill = [0] * fleet.size
             self.blocks = [Counter() for _ in range(fleet.size)]
         settings, block = self.settings, fleet.block_tokens
-        logits = []
         self.overlaps = [fleet.held(index, keys) for index in range(fleet.size)]
+        logits = []
         for index, (held, gpu) in enumerate(self.overlaps):
             credit = settings.dynamo_overlap_credit * gpu + settings.dynamo_host_hit_weight * (held - gpu)
             prefill = max(0.0, (self.prefill[index] + tokens) / block - credit)

@@ -77,9 +77,6 @@ class LlmD(Router):
         return self.scraped[1]
 
     def _prefix_scores(self, keys, fleet):
-        if self.index is None:
-            rooms = self.settings.llm_d_lru_tokens
-            self.index = RoutedIndex(fleet.size, rooms // fleet.block_tokens if rooms else fleet.gpu_blocks)
         if self.settings.llm_d_prefix_cache == "precise":
             blocks = len(keys)
             scores = []
@@ -87,6 +84,9 @@ class LlmD(Router):
                 held, gpu = fleet.held(index, keys)
                 scores.append((gpu + CPU_BLOCK_WEIGHT * (held - gpu)) / blocks if blocks else 0.0)
             return scores
+        if self.index is None:  # as many blocks as the instance's pool (autoTune), or the room given
+            rooms = self.settings.llm_d_lru_tokens
+            self.index = RoutedIndex(fleet.size, max(1, rooms // fleet.block_tokens) if rooms else fleet.gpu_blocks)
         head = keys[:MAX_PREFIX_BLOCKS]
         counts, _, _ = self.index.matched(head)
         return [count / len(head) if head else 0.0 for count in counts]

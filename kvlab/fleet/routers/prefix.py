@@ -18,13 +18,7 @@ class Prefix(Router):
     def paste(self, block_tokens):
         return [
             products.llm_d(
-                [
-                    (
-                        "precise-prefix-cache-scorer",
-                        1,
-                        products.precise_prefix(block_tokens),
-                    )
-                ],
+                [("precise-prefix-cache-scorer", 1, products.precise_prefix(block_tokens))],
                 "the engines publish KV events (vLLM: --kv-events-config); ties at random",
             ),
             products.sglang(
