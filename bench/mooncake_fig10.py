@@ -15,6 +15,7 @@ request's prefill priced alone by the measured database at its cached prefix, ad
 import argparse
 import sys
 import time
+from itertools import product
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,8 +36,18 @@ def main():
 
     model = HardwareModel(HardwareSettings(model_config=str(MODEL), gpu_system="h100_sxm"), 64)
 
-    def prefill_s(frame, hits):
-        return sum(model.prefill_ms(int(t), int(h)) for t, h in zip(frame["input_tokens"], hits, strict=True)) / 1e3
+    def measured(command, trace, **settings):
+        """The run's JSON, and its hit ratio, its prefill time priced per request and its CPU seconds."""
+        start = time.process_time()
+        result = command(
+            workload="mooncake", trace=trace, cpu_tokens=CPU_TOKENS, instances=INSTANCES, per_request=True, **settings
+        )
+        seconds = time.process_time() - start
+        frame = result.requests_frame() if command is kvlab.simulate else result.requests()
+        hits = frame["gpu_hit_tokens"] + frame["cpu_hit_tokens"]
+        prefill = sum(model.prefill_ms(int(t), int(h)) for t, h in zip(frame["input_tokens"], hits, strict=True))
+        document = result.to_dict()
+        return document, (document["token_hit_ratio"], prefill / 1e3, seconds)
 
     print(
         f"{INSTANCES} instances, {CPU_TOKENS:,} CPU tokens each, 1-token outputs; global (shared) over local (private)"
@@ -45,56 +56,17 @@ def main():
         "| trace | run | hit ratio local | global | global/local (paper) | prefill s local | global | ratio (paper) |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
+    clock = {"model_config": str(MODEL), "gpu_system": "h100_sxm", "block_tokens": 64, "output_tokens": 1}
     for name in args.traces.split(","):
         trace = str(TRACES / f"{name}_trace.jsonl.gz")
         runs = {}
-        for router in ("dynamo", "prefix"):
-            for scope in ("private", "shared"):
-                start = time.process_time()
-                result = kvlab.simulate(
-                    workload="mooncake",
-                    trace=trace,
-                    model_config=str(MODEL),
-                    gpu_system="h100_sxm",
-                    block_tokens=64,
-                    cpu_tokens=CPU_TOKENS,
-                    output_tokens=1,
-                    speedup=args.speedup,
-                    instances=INSTANCES,
-                    router=router,
-                    cpu_scope=scope,
-                    per_request=True,
-                )
-                frame = result.requests_frame()
-                hits = frame["gpu_hit_tokens"] + frame["cpu_hit_tokens"]
-                seconds = time.process_time() - start
-                runs[f"simulate, {router}", scope] = (
-                    result.to_dict()["token_hit_ratio"],
-                    prefill_s(frame, hits),
-                    seconds,
-                )
-                gpu_tokens = result.to_dict()["cache"]["gpu_tokens"]
-        for router in ("prefix", "round-robin"):
-            for scope in ("private", "shared"):
-                start = time.process_time()
-                result = kvlab.replay(
-                    workload="mooncake",
-                    trace=trace,
-                    gpu_tokens=gpu_tokens,
-                    cpu_tokens=CPU_TOKENS,
-                    instances=INSTANCES,
-                    router=router,
-                    cpu_scope=scope,
-                    per_request=True,
-                )
-                frame = result.requests()
-                hits = frame["gpu_hit_tokens"] + frame["cpu_hit_tokens"]
-                seconds = time.process_time() - start
-                runs[f"replay, {router}", scope] = (
-                    result.to_dict()["token_hit_ratio"],
-                    prefill_s(frame, hits),
-                    seconds,
-                )
+        for router, scope in product(("dynamo", "prefix"), ("private", "shared")):
+            settings = {**clock, "speedup": args.speedup, "router": router, "cpu_scope": scope}
+            document, runs[f"simulate, {router}", scope] = measured(kvlab.simulate, trace, **settings)
+        gpu_tokens = document["cache"]["gpu_tokens"]  # the replays' GPU room: the pool vLLM's rule gives
+        for router, scope in product(("prefix", "round-robin"), ("private", "shared")):
+            settings = {"gpu_tokens": gpu_tokens, "router": router, "cpu_scope": scope}
+            _, runs[f"replay, {router}", scope] = measured(kvlab.replay, trace, **settings)
         hit_paper, time_paper = PUBLISHED[name]
         for run in dict.fromkeys(label for label, _ in runs):
             (local, local_s, a), (pooled, pooled_s, b) = runs[run, "private"], runs[run, "shared"]

@@ -156,7 +156,7 @@ def simulate(
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
     from kvlab.simulator.arrivals import Arrivals
     from kvlab.simulator.cost import StepCost
-    from kvlab.simulator.fleet import ROUTER_SETTINGS, FleetSettings, RemoteKV, SharedHosts, router_of
+    from kvlab.simulator.fleet import ROUTER_SETTING_NAMES, FleetSettings, RemoteKV, SharedHosts, router_of
     from kvlab.simulator.instance import CACHE_RULES, Instance
     from kvlab.simulator.settings import EngineSettings, engine_setting_names
     from kvlab.util.settings import checked
@@ -176,9 +176,7 @@ def simulate(
         prefill_instances=prefill_instances,
         decode_instances=decode_instances,
     )
-    given = {
-        found: settings.pop(found) for kind in ROUTER_SETTINGS.values() for found in _names(kind) if found in settings
-    }
+    given = {name: settings.pop(name) for name in ROUTER_SETTING_NAMES if name in settings}
     chosen_router = router_of(fleet.router, given)
     if fleet.disaggregated and arrivals.kind == "clients":
         raise SettingError("argument --clients: prefill apart from decode takes open arrivals (--speedup or --rate)")
@@ -237,10 +235,6 @@ def simulate(
             chosen["decode_instance"] = {n: fleet.size + d for d, numbers in enumerate(decoded) for n in numbers}
     table = _table(stats, made.request_ids(), chosen) if per_request else None
     return Simulation.of(dump_json(document), table, percentiles_table(stats) if percentiles else None)
-
-
-def _names(settings):
-    return [found.name for found in dataclasses.fields(settings)]
 
 
 def _instance_figures(index, stats, role=None):

@@ -17,7 +17,7 @@ from kvlab.cli.flags import (
 )
 from kvlab.latency.transfer import DISK_HARDWARE
 from kvlab.simulator.arrivals import Arrivals
-from kvlab.simulator.fleet import ROUTER_SETTINGS, FleetSettings
+from kvlab.simulator.fleet import ROUTER_SETTING_NAMES, ROUTER_SETTINGS, FleetSettings
 from kvlab.simulator.instance import CACHE_RULES
 from kvlab.simulator.settings import EngineSettings
 from kvlab.util.settings import setting
@@ -33,10 +33,6 @@ class PercentileSettings:
     )
 
 
-def names_of(settings):
-    return tuple(found.name for found in dataclasses.fields(settings))
-
-
 def build_parser(prog):
     parser = Parser(prog=prog, description=summary(__doc__))
     taken = (*CACHE_RULES, "gpu_tokens", "cpu_tokens", "block_tokens")  # the others are a disk's or a server's
@@ -48,7 +44,7 @@ def build_parser(prog):
     add_arguments(parser, Arrivals, title="arrivals (one of; default: the trace's clock)")
     add_arguments(parser, FleetSettings)
     for settings in ROUTER_SETTINGS.values():  # None unless given: a router's settings apply to it alone
-        add_arguments(parser, settings, defaults={name: None for name in names_of(settings)})
+        add_arguments(parser, settings, defaults=dict.fromkeys(ROUTER_SETTING_NAMES))
     add_hardware_arguments(parser, skip=DISK_HARDWARE)
     add_workload_arguments(parser)
     add_memory_argument(parser)
@@ -62,7 +58,7 @@ def settings_of(args):
     names = ("gpu_tokens", "cpu_tokens", "block_tokens", *CACHE_RULES, "max_memory")
     names += tuple(field.name for field in dataclasses.fields(EngineSettings))
     names += tuple(field.name for field in dataclasses.fields(Arrivals))
-    names += (*names_of(FleetSettings), *(name for settings in ROUTER_SETTINGS.values() for name in names_of(settings)))
+    names += (*(field.name for field in dataclasses.fields(FleetSettings)), *ROUTER_SETTING_NAMES)
     from kvlab.latency.hardware import settings_names
 
     settings = {name: getattr(args, name) for name in (*names, *settings_names()) if hasattr(args, name)}

@@ -7,7 +7,7 @@ step)."""
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from kvlab.fleet import MAX_INSTANCES, cpu_scope_setting, instances_setting, router_setting
 from kvlab.fleet.routers import ROUTERS
@@ -18,11 +18,21 @@ from kvlab.util.errors import SettingError
 from kvlab.util.settings import Declared, checked, setting
 from kvlab.workloads import whole_number
 
-__all__ = ["NETWORK", "ROUTER_SETTINGS", "FleetSettings", "RemoteKV", "SharedHosts", "TimedFleet", "router_of"]
+__all__ = [
+    "NETWORK",
+    "ROUTER_SETTING_NAMES",
+    "ROUTER_SETTINGS",
+    "FleetSettings",
+    "RemoteKV",
+    "SharedHosts",
+    "TimedFleet",
+    "router_of",
+]
 
 NETWORK = Link(*DISK_MEDIA["rdma"])  # one 200 Gb/s NIC, as a Mooncake Store is read (kvlab/latency/transfer.py)
 GROUP = "a fleet: instances behind a router, on one clock (kvlab/simulator/fleet.py)"
 ROUTER_SETTINGS = {name: router.Settings for name, router in ROUTERS.items() if router.Settings is not None}
+ROUTER_SETTING_NAMES = {found.name: name for name, kind in ROUTER_SETTINGS.items() for found in fields(kind)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,14 +78,10 @@ class FleetSettings(Declared):
 def router_of(name, given):
     """The router ``name`` with its settings from ``given`` (every router's settings by name, None where not
     given); SettingError where a setting of another router is given."""
-    from dataclasses import fields
-
+    for found, owner in ROUTER_SETTING_NAMES.items():
+        if owner != name and given.get(found) is not None:
+            raise SettingError(f"argument --{found.replace('_', '-')}: applies to --router {owner} only")
     own = ROUTER_SETTINGS.get(name)
-    names = {found.name for found in fields(own)} if own else set()
-    for other, settings in ROUTER_SETTINGS.items():
-        for found in fields(settings):
-            if found.name not in names and given.get(found.name) is not None:
-                raise SettingError(f"argument --{found.name.replace('_', '-')}: applies to --router {other} only")
     return ROUTERS[name](own(**checked(own, given)) if own else None)
 
 
