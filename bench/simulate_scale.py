@@ -9,7 +9,11 @@ holds what is in flight, the GPU pool and the CPU tier, and per request its four
 block of the trace (its own ids key the blocks), so its memory stays flat as the trace grows; a queue that grows
 (arrivals faster than the engine serves) is checked against the limit as it grows. Both give the same figures.
 
+With ``--instances N --router R`` the run is a fleet on one clock (issue 39, part 5): the compiled loop per instance
+under the roomy limit, the Python engine per instance under the other, the same figures from both.
+
     .venv/bin/python bench/simulate_scale.py [--size 26m] [--rate 1.0] [--roomy 12G] [--limit 2G] [--low 64M]
+        [--instances N --router R]
 """
 
 import argparse
@@ -42,6 +46,8 @@ def main(argv=None):
     parser.add_argument("--roomy", default="12G", help="--max-memory the compiled loop fits in (default 12G)")
     parser.add_argument("--limit", default="2G", help="--max-memory it does not fit in (default 2G)")
     parser.add_argument("--low", default="64M", help="--max-memory of the run that must stop (default 64M)")
+    parser.add_argument("--instances", type=int, default=1, help="a fleet of this many instances (default 1)")
+    parser.add_argument("--router", default="round-robin", help="the fleet's router (default round-robin)")
     args = parser.parse_args(argv)
     traces = ROOT / "work" / "bench" / "traces"
     subprocess.run([sys.executable, "bench/scale_traces.py", "--out", str(traces), args.size], cwd=ROOT, check=True)
@@ -49,7 +55,11 @@ def main(argv=None):
     meta = json.loads((traces / f"mooncake-{args.size}.jsonl.meta.json").read_text())
     common = [str(KVLAB), "simulate", "--workload", "mooncake", "--trace", str(trace), *MODEL, "--rate", args.rate]
     common += ["--cpu-blocks", "3380"]
+    if args.instances > 1:
+        common += ["--instances", str(args.instances), "--router", args.router]
     print(f"trace: {meta['requests']:,} requests, {meta['accesses']:,} block accesses ({args.size})")
+    if args.instances > 1:
+        print(f"{args.instances} instances behind {args.router}, a CPU tier of 3,380 blocks each")
     figures = []
     # the Python engine first: a child's peak is the largest of every child's so far (getrusage)
     for engine, limit in (("the Python engine", args.limit), ("the compiled loop", args.roomy)):

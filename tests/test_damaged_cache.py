@@ -172,3 +172,16 @@ def test_a_damaged_cache_in_numba_cache_dir_is_never_fatal(tmp_path):
     garbage(damaged)
     done = run_copy(tmp_path, STATS, env={**os.environ, "NUMBA_CACHE_DIR": str(folder)})
     assert (done.returncode, done.stdout) == (0, expected), done.stderr[-2000:]
+
+
+def test_a_cache_damaged_after_a_run_found_it_sound_is_never_fatal(tmp_path):
+    """A run lists the cache files it found sound (a memo beside them, so that the next run does not read them
+    again); a file damaged after that is not on the list as it is now, and is found damaged."""
+    package, expected = copy(tmp_path, STATS)
+    first = run_copy(tmp_path, STATS)
+    assert (first.returncode, first.stdout) == (0, expected), first.stderr[-2000:]
+    damaged = cached(package, "workloads/dense.py", "_intern", ".nbc")
+    assert damaged.name in damaged.with_name(f"dense.{kernels.SOUND}").read_text(encoding="utf-8")
+    truncated(damaged)
+    done = run_copy(tmp_path, STATS)
+    assert (done.returncode, done.stdout) == (0, expected), done.stderr[-2000:]

@@ -21,14 +21,27 @@ from kvlab.simulator.events import MAX_PREEMPTIONS, NO_OUTPUTS, STUCK, Simulator
 from kvlab.util.errors import KvlabError
 from kvlab.util.memory import Footprint
 
-__all__ = ["FOOTPRINT", "compiles", "run"]
+__all__ = [
+    "FOOTPRINT",
+    "NUMBERING_BYTES_PER_KEY",
+    "STATE_BYTES_PER_KEY",
+    "Arrays",
+    "Blocks",
+    "arrivals_of",
+    "compiles",
+    "run",
+    "settings_of",
+    "stats_of",
+]
 
 # Per distinct block: the interner's table (as the compiled replay's, kvlab/cache/compiled.py: 72 + 48 bytes at its
 # worst), its place among the run's ids (8 bytes), and the pool's and the CPU tier's state (28 bytes, grown by
 # doubling: up to 3 x 28 while it grows). Per request: its times and counts (88 bytes, by doubling: 3 x 88). Per block
 # access: its key in the batch's ids (kvlab's readers count those in READING_BYTES) and, while the request is in
 # flight, in the loop's arena.
-FOOTPRINT = Footprint(key=TABLE_BYTES_PER_KEY + 2 * TABLE_BYTES_PER_KEY // 3 + 8 + 3 * 28, request=3 * 88)
+NUMBERING_BYTES_PER_KEY = TABLE_BYTES_PER_KEY + 2 * TABLE_BYTES_PER_KEY // 3 + 8  # the interner, the ids' places
+STATE_BYTES_PER_KEY = 3 * 28  # an instance's pool and CPU tier per id
+FOOTPRINT = Footprint(key=NUMBERING_BYTES_PER_KEY + STATE_BYTES_PER_KEY, request=3 * 88)
 ROW_BYTES = 480  # a --per-request row as a tuple of Python numbers, and its CSV text (Instance.footprint)
 FIRST_SLOTS = 1024  # requests in flight the arrays hold at first (grown by doubling)
 
@@ -51,7 +64,7 @@ def compiles(workload, engine, rules, chosen, arrivals):
     )
 
 
-class _Arrays:
+class Arrays:
     """The loop's arrays (kvlab/simulator/kernel.py names them), grown by doubling."""
 
     def __init__(self, kernel, np, settings):
@@ -60,6 +73,7 @@ class _Arrays:
         self.S = np.zeros(K.S_SIZE, dtype=np.int64)
         self.F = np.zeros(K.F_SIZE, dtype=np.float64)
         self.F[K.FIRST] = self.F[K.LAST] = np.nan
+        self.F[K.UNTIL] = np.inf
         for index, value in settings.items():
             self.S[index] = value
         # max_num_seqs as the loop sees it: at most the slots (requests in flight), which bounds the requests running
@@ -76,7 +90,7 @@ class _Arrays:
         self.R = np.zeros((0, K.R_SIZE), dtype=np.int64)
         self.RF = np.zeros((0, K.RF_SIZE), dtype=np.float64)
         self.W = np.zeros(1, dtype=np.int64)
-        self.RUN = self.FREE = self.SKIP = np.zeros(0, dtype=np.int64)
+        self.RUN = self.FREE = self.SKIP = self.FT = np.zeros(0, dtype=np.int64)
         self.SCH = np.zeros((0, 3), dtype=np.int64)
         self.Q = np.zeros((0, 2), dtype=np.int64)
         self.QA = np.zeros(0, dtype=np.float64)
@@ -98,7 +112,8 @@ class _Arrays:
 
     def _grown(self, array, size, fill=0):
         np = self.np
-        grown = np.full((size, *array.shape[1:]), fill, dtype=array.dtype)
+        shape = (size, *array.shape[1:])
+        grown = np.zeros(shape, dtype=array.dtype) if fill == 0 else np.full(shape, fill, dtype=array.dtype)
         grown[: len(array)] = array
         return grown
 
@@ -119,7 +134,11 @@ class _Arrays:
         self.W = np.zeros(size, dtype=np.int64)
         self.W[: len(waiting)] = waiting
         S[K.W_HEAD] = 0
-        self.RUN, self.SKIP = self._grown(self.RUN, size), self._grown(self.SKIP, size)
+        self.RUN, self.SKIP, self.FT = (
+            self._grown(self.RUN, size),
+            self._grown(self.SKIP, size),
+            self._grown(self.FT, size),
+        )
         free = self.FREE[: S[K.FREE_N]]
         self.FREE = np.zeros(size, dtype=np.int64)
         fresh = np.arange(size - 1, old - 1, -1, dtype=np.int64)  # the lowest slot is taken first
@@ -166,7 +185,7 @@ class _Arrays:
         return self.K.run(
             self.S, self.F, self.R, self.RF, self.P, self.C, self.arena, self.fed_arrival, self.fed_ints, self.W,
             self.RUN, self.FREE, self.SKIP, self.EVF, self.EVI, self.H, self.EVFREE, self.KB, self.OUTF, self.OUTI,
-            self.PK, self.PV, self.copy_ms, self.SCR, self.SCH, self.Q, self.QA,
+            self.PK, self.PV, self.copy_ms, self.SCR, self.SCH, self.Q, self.QA, self.FT,
         )  # fmt: skip
 
     def room_for_prices(self, count):
@@ -183,12 +202,61 @@ class _Arrays:
         self.PK, self.PV = keys, values
 
     def live_offset(self):
-        """The arena's first key a request in flight still needs (the end: none)."""
+        """The arena's first key a request in flight (or sent and not yet arrived) still needs (the end: none)."""
         np, S, K = self.np, self.S, self.K
         alive = np.ones(self.slots, dtype=bool)
         alive[self.FREE[: S[K.FREE_N]]] = False
-        offsets = self.R[alive, K.R_OFFSET]
+        offsets = np.concatenate((self.R[alive, K.R_OFFSET], self.fed_ints[S[K.CURSOR] : S[K.FED], 3]))
         return int(offsets.min()) if len(offsets) else S[K.ARENA_BASE] + len(self.arena)
+
+    def take_arena(self, live, prompt, nkeys):
+        """The arena: the keys from ``live`` on, then a batch's ``prompt`` ids; each request's offset in it."""
+        np, S, K = self.np, self.S, self.K
+        base = S[K.ARENA_BASE]
+        self.arena = np.concatenate((self.arena[live - base :], prompt))
+        S[K.ARENA_BASE] = live
+        end = live + len(self.arena) - len(prompt)
+        return end + np.cumsum(nkeys) - nkeys
+
+    def room_for_rows(self, requests):
+        """A row per request that may finish."""
+        if requests > len(self.OUTF):
+            self.OUTF = self._grown(self.OUTF, max(requests, 2 * len(self.OUTF)))
+            self.OUTI = self._grown(self.OUTI, len(self.OUTF))
+
+    def price_known(self, cost):
+        """The prices' table filled with what ``cost`` knows before the run."""
+        K = self.K
+        chunks, chunk_ms, steps, step_ms = cost.known()
+        # within the table's keys (kernel.prefill_key, decode_key): 30 bits of tokens or of a batch, 32 of the rest
+        fits = [
+            (0 < rows[:, 0]) & (rows[:, 0] < 2**30) & (0 <= rows[:, 1]) & (rows[:, 1] < 2**32)
+            for rows in (chunks, steps)
+        ]
+        self.room_for_prices(int(fits[0].sum() + fits[1].sum()))
+        K.known_prices(self.S, self.PK, self.PV, chunks[fits[0]], chunk_ms[fits[0]], steps[fits[1]], step_ms[fits[1]])
+
+    def answered(self, code, cost):
+        """The loop's question ``code`` answered (prices, room): whether to call it again (not where it is done or
+        paused); its errors raised in the Python engine's words."""
+        K, S = self.K, self.S
+        if code == K.NEED_PRICES:
+            for j, (tokens, cached) in enumerate(self.Q[: S[K.N_QUERIES]].tolist()):
+                self.QA[j] = cost.prefill_ms(tokens, cached)
+            if S[K.DECODE_QUERY]:
+                batch, mean = int(S[K.DECODE_BATCH]), int(S[K.DECODE_MEAN])
+                self.F[K.DECODE_ANSWER] = cost.decode_ms(batch, mean * batch)
+            return True
+        if code == K.NEED_ROOM:
+            self.room()
+            return True
+        if code in (K.DONE, K.PAUSED):
+            return False
+        if code == K.STUCK:
+            raise KvlabError(STUCK)
+        if code == K.THRASH:
+            raise thrashing(S[K.ERROR_NUMBER], S[K.ERROR_COUNT])
+        raise unserved(S[K.W_N])  # UNSERVED
 
 
 def run(workload, settings, rules, gpu_blocks, cpu_blocks, block, cost, arrivals, per_request, tail_first, meter):
@@ -197,10 +265,54 @@ def run(workload, settings, rules, gpu_blocks, cpu_blocks, block, cost, arrivals
     import numpy as np
 
     from kvlab.simulator import kernel as K
-    from kvlab.simulator.cost import DECODE_CONTEXT_STEP
-    from kvlab.workloads.dense import Interner
 
-    given = {
+    given = settings_of(settings, rules, gpu_blocks, cpu_blocks, block, tail_first)
+    state = Arrays(K, np, given)
+    state.price_known(cost)
+    S = state.S
+    batches = arrivals_of(workload, settings, arrivals, np)
+    blocks = Blocks(workload, given, np)
+    requests = accesses = 0
+    while True:
+        state.room_for_prices(state.slots + 2)  # a step's answers
+        code = state.call()
+        if code == K.NEED_REQUESTS:
+            batch = next(batches, None)
+            if batch is None:
+                S[K.EXHAUSTED] = 1
+                continue
+            arrival, tokens, outputs, counts, keys = batch
+            prompt, nkeys, fits, generated = blocks.number(tokens, outputs, counts, keys)
+            genbase = blocks.generated(generated)
+            offsets = state.take_arena(state.live_offset(), prompt, nkeys)
+            state.fed_arrival = arrival
+            state.fed_ints = np.stack((tokens, outputs, nkeys, offsets, genbase), axis=1).astype(np.int64)
+            S[K.CURSOR], S[K.FED] = 0, len(tokens)
+            requests += len(tokens)
+            accesses += int(counts.sum())
+            footprint = Footprint(
+                key=FOOTPRINT.key,
+                request=FOOTPRINT.request + (ROW_BYTES if per_request else 0),
+                fixed=meter.footprint.fixed + 8 * (len(state.arena) + len(state.KB)),
+            )
+            meter.check(accesses, requests, blocks.ids, workload.read_fraction, footprint)  # before the arrays grow
+            state.room_for_ids(blocks.ids)
+            alive = state.slots - S[K.FREE_N]
+            state.room_for_slots(alive + len(tokens))
+            state.room_for_rows(requests)
+            state.room_for_lookups(int(((tokens + outputs) // block)[fits].max(initial=0)) + 2, cost)
+        elif not state.answered(code, cost):
+            break
+    return stats_of(state, per_request)
+
+
+def settings_of(settings, rules, gpu_blocks, cpu_blocks, block, tail_first):
+    """The loop's settings (``S``'s first entries) of an instance: its engine's ``settings``, vLLM's ``rules``, its
+    rooms in blocks of ``block`` tokens."""
+    from kvlab.simulator import kernel as K
+    from kvlab.simulator.cost import DECODE_CONTEXT_STEP
+
+    return {
         K.BLOCKS: gpu_blocks,
         K.BLOCK: block,
         K.CPU_CAP: cpu_blocks,
@@ -213,88 +325,47 @@ def run(workload, settings, rules, gpu_blocks, cpu_blocks, block, cost, arrivals
         K.MAX_PREEMPTIONS: MAX_PREEMPTIONS,
         K.CONTEXT_STEP: DECODE_CONTEXT_STEP,
     }
-    state = _Arrays(K, np, given)
-    S = state.S
-    chunks, chunk_ms, steps, step_ms = cost.known()
-    # within the table's keys (kernel.prefill_key, decode_key): 30 bits of tokens or of a batch, 32 of the rest
-    fits = [
-        (0 < rows[:, 0]) & (rows[:, 0] < 2**30) & (0 <= rows[:, 1]) & (rows[:, 1] < 2**32) for rows in (chunks, steps)
-    ]
-    state.room_for_prices(int(fits[0].sum() + fits[1].sum()))
-    K.known_prices(S, state.PK, state.PV, chunks[fits[0]], chunk_ms[fits[0]], steps[fits[1]], step_ms[fits[1]])
-    batches = _batches(workload, settings, arrivals, np)
-    # Keys cut from trace blocks are dense already (TraceWorkload._columns), a trace's own ids are numbered first.
-    interner = Interner() if getattr(workload, "split", 1) == 1 else None
-    place = np.zeros(0, dtype=np.int64)  # each key's id in the run (-1: none yet)
-    requests = accesses = 0
-    while True:
-        state.room_for_prices(state.slots + 2)  # a step's answers
-        code = state.call()
-        if code == K.NEED_REQUESTS:
-            batch = next(batches, None)
-            if batch is None:
-                S[K.EXHAUSTED] = 1
-                continue
-            arrival, tokens, outputs, counts, keys = batch
-            # the blocks numbered: a prompt's block first seen takes the next id, then each request's generated range
-            if interner is not None:
-                keys = interner.dense(keys)
-            if len(keys) and keys.max() >= len(place):
-                place = state._grown(place, max(int(keys.max()) + 1, 2 * len(place)), -1)
-            nkeys = np.minimum(counts, tokens // block)
-            prompt, state.ids = K.number_blocks(keys, counts, nkeys, place, state.ids)
-            # A request longer than the pool with its output is refused as it arrives (kernel._arrive): it numbers no
-            # generated blocks and looks nothing up, so that --output-tokens 10**9 sizes nothing by it.
-            fits = (tokens + outputs - 1 + block - 1) // block <= gpu_blocks
-            generated = np.maximum(0, (tokens + outputs) // block - nkeys + 1) if given[K.KEEP] else 0 * nkeys
-            generated = np.where(fits, generated, 0)
-            genbase = state.ids + np.cumsum(generated) - generated
-            state.ids += int(generated.sum())
-            # the arena: the keys of the requests still in flight, then this batch's
-            live = state.live_offset()
-            base = S[K.ARENA_BASE]
-            state.arena = np.concatenate((state.arena[live - base :], prompt))
-            S[K.ARENA_BASE] = live
-            end = live + len(state.arena) - len(prompt)
-            offsets = end + np.cumsum(nkeys) - nkeys
-            state.fed_arrival = arrival
-            state.fed_ints = np.stack((tokens, outputs, nkeys, offsets, genbase), axis=1).astype(np.int64)
-            S[K.CURSOR], S[K.FED] = 0, len(tokens)
-            requests += len(tokens)
-            accesses += int(counts.sum())
-            footprint = Footprint(
-                key=FOOTPRINT.key,
-                request=FOOTPRINT.request + (ROW_BYTES if per_request else 0),
-                fixed=meter.footprint.fixed + 8 * (len(state.arena) + len(state.KB)),
-            )
-            meter.check(accesses, requests, state.ids, workload.read_fraction, footprint)  # before the arrays grow
-            state.room_for_ids(state.ids)
-            alive = state.slots - S[K.FREE_N]
-            state.room_for_slots(alive + len(tokens))
-            if requests > len(state.OUTF):  # a row per request that may finish
-                state.OUTF = state._grown(state.OUTF, max(requests, 2 * len(state.OUTF)))
-                state.OUTI = state._grown(state.OUTI, len(state.OUTF))
-            state.room_for_lookups(int(((tokens + outputs) // block)[fits].max(initial=0)) + 2, cost)
-        elif code == K.NEED_PRICES:
-            for j, (tokens, cached) in enumerate(state.Q[: S[K.N_QUERIES]].tolist()):
-                state.QA[j] = cost.prefill_ms(tokens, cached)
-            if S[K.DECODE_QUERY]:
-                batch, mean = int(S[K.DECODE_BATCH]), int(S[K.DECODE_MEAN])
-                state.F[K.DECODE_ANSWER] = cost.decode_ms(batch, mean * batch)
-        elif code == K.NEED_ROOM:
-            state.room()
-        elif code == K.DONE:
-            break
-        elif code == K.STUCK:
-            raise KvlabError(STUCK)
-        elif code == K.THRASH:
-            raise thrashing(S[K.ERROR_NUMBER], S[K.ERROR_COUNT])
-        else:  # UNSERVED
-            raise unserved(S[K.W_N])
-    return _stats(state, per_request, SimulatorStats)
 
 
-def _batches(workload, settings, arrivals, np):
+class Blocks:
+    """The run's block ids (``0, 1, ...``): a trace's keys numbered as they first come (keys cut from trace blocks
+    are dense already: ``TraceWorkload._columns``), then each request's generated blocks, a range of its own."""
+
+    def __init__(self, workload, given, np):
+        from kvlab.simulator import kernel as K
+        from kvlab.workloads.dense import Interner
+
+        self.np, self.K = np, K
+        self.block, self.gpu_blocks, self.keep = given[K.BLOCK], given[K.BLOCKS], given[K.KEEP]
+        self.interner = Interner() if getattr(workload, "split", 1) == 1 else None
+        self.place = np.zeros(0, dtype=np.int64)  # each key's id in the run (-1: none yet)
+        self.ids = 0
+
+    def number(self, tokens, outputs, counts, keys):
+        """A batch's prompt ids, each request's count of them, whether it fits the pool, and its generated blocks'
+        count."""
+        np, block = self.np, self.block
+        if self.interner is not None:
+            keys = self.interner.dense(keys)
+        if len(keys) and keys.max() >= len(self.place):
+            size = max(int(keys.max()) + 1, 2 * len(self.place))
+            self.place = np.concatenate((self.place, np.full(size - len(self.place), -1, dtype=np.int64)))
+        nkeys = np.minimum(counts, tokens // block)
+        prompt, self.ids = self.K.number_blocks(keys, counts, nkeys, self.place, self.ids)
+        # A request longer than the pool with its output is refused as it arrives (kernel._arrive): it numbers no
+        # generated blocks and looks nothing up, so that --output-tokens 10**9 sizes nothing by it.
+        fits = (tokens + outputs - 1 + block - 1) // block <= self.gpu_blocks
+        generated = np.maximum(0, (tokens + outputs) // block - nkeys + 1) if self.keep else 0 * nkeys
+        return prompt, nkeys, fits, np.where(fits, generated, 0)
+
+    def generated(self, generated):
+        """Each request's range of ids for its ``generated`` blocks: their first."""
+        first = self.ids + self.np.cumsum(generated) - generated
+        self.ids += int(generated.sum())
+        return first
+
+
+def arrivals_of(workload, settings, arrivals, np):
     """``(arrival_s, tokens, outputs, counts, keys)`` per batch of the trace (open-loop arrivals, as
     ``Arrivals.open_times`` gives them; outputs as ``Simulator._arrive`` takes them)."""
     draw = random.Random(arrivals.seed).expovariate if arrivals.kind == "rate" else None
@@ -335,7 +406,7 @@ def _batches(workload, settings, arrivals, np):
         yield times, columns.tokens.astype(np.int64), output, columns.counts.astype(np.int64), columns.keys
 
 
-def _stats(state, per_request, SimulatorStats):
+def stats_of(state, per_request):
     """The run's :class:`SimulatorStats`, as the Python engine adds them up."""
     K, S, F = state.K, state.S, state.F
     stats = SimulatorStats(per_request)

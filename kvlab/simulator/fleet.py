@@ -19,6 +19,7 @@ from kvlab.util.settings import Declared, checked, setting
 from kvlab.workloads import whole_number
 
 __all__ = [
+    "FLEET_REQUEST_BYTES",
     "NETWORK",
     "ROUTER_SETTING_NAMES",
     "ROUTER_SETTINGS",
@@ -26,9 +27,11 @@ __all__ = [
     "RemoteKV",
     "SharedHosts",
     "TimedFleet",
+    "fleet_stats",
     "router_of",
 ]
 
+FLEET_REQUEST_BYTES = 48  # per request, a fleet's record of it: its instance and its number there (two list entries)
 NETWORK = Link(*DISK_MEDIA["rdma"])  # one 200 Gb/s NIC, as a Mooncake Store is read (kvlab/latency/transfer.py)
 GROUP = "a fleet: instances behind a router, on one clock (kvlab/simulator/fleet.py)"
 ROUTER_SETTINGS = {name: router.Settings for name, router in ROUTERS.items() if router.Settings is not None}
@@ -221,19 +224,7 @@ class TimedFleet:
         fleet's request numbers)."""
         if self.decode is not None:
             return self._disaggregated(each[: self.size], each[self.size :])
-        merged = SimulatorStats(each[0].rows is not None)
-        _add_counts(merged, each)
-        _add_lookups(merged, each)
-        for stats in each:
-            for name in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"):
-                getattr(merged, name).extend(getattr(stats, name))
-            for name in ("requests", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "output_tokens"):
-                setattr(merged, name, getattr(merged, name) + getattr(stats, name))
-        if merged.rows is not None:
-            for index, stats in enumerate(each):
-                numbers = self.numbers[index]
-                merged.rows.extend((numbers[row[0]], *row[1:]) for row in stats.rows)
-        return merged
+        return fleet_stats(each, self.numbers)
 
     @staticmethod
     def rows_of(each, numbers):
@@ -267,6 +258,24 @@ class TimedFleet:
             merged.output_tokens += whole
         merged.refused = sum(stats.refused for stats in prefill + decode)
         return merged
+
+
+def fleet_stats(each, numbers):
+    """A fleet's stats from each instance's ``each``: counts added, times and rows gathered (rows by the fleet's
+    request numbers: ``numbers[i]``, instance ``i``'s)."""
+    fleet = SimulatorStats(each[0].rows is not None)
+    _add_counts(fleet, each)
+    _add_lookups(fleet, each)
+    for stats in each:
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"):
+            getattr(fleet, name).extend(getattr(stats, name))
+        for name in ("requests", "input_tokens", "gpu_hit_tokens", "cpu_hit_tokens", "output_tokens"):
+            setattr(fleet, name, getattr(fleet, name) + getattr(stats, name))
+    if fleet.rows is not None:
+        for index, stats in enumerate(each):
+            own = numbers[index]
+            fleet.rows.extend((own[row[0]], *row[1:]) for row in stats.rows)
+    return fleet
 
 
 def _add_lookups(merged, each):

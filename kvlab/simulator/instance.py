@@ -129,8 +129,25 @@ class Instance:
         from dataclasses import replace
 
         from kvlab.fleet.routers import ROUTERS
+        from kvlab.simulator import compiled
         from kvlab.simulator.fleet import RemoteKV, SharedHosts, TimedFleet
+        from kvlab.util.memory import MemoryLimitError
 
+        made, engine, chosen = self.made, self.engine, self.chosen
+        private = fleet.cpu_scope == "private" or not self.cpu_blocks
+        if private and not fleet.disaggregated and compiled.compiles(made, engine, self.rules, chosen, arrivals):
+            from kvlab.simulator.compiled_fleet import CompiledFleet
+
+            tail_first = chosen.eviction_order == "tail-first"
+            rooms = self.usable, self.cpu_blocks, chosen.block_tokens
+            timed_fleet = CompiledFleet(engine, self.rules, *rooms, tail_first, router, fleet.size)
+            try:
+                return timed_fleet, timed_fleet.run(made, arrivals, cost, meter, per_request)
+            except MemoryLimitError:
+                if made.trace == "-":  # standard input cannot be read again
+                    raise
+                meter.projected = 0  # the Python engine holds only what is in flight and in the tiers (as run's)
+                router = type(router)(router.settings)  # a router that has not seen the run
         shared, bytes_per_block = None, self.chosen.block_tokens * self.model.bytes_per_token
         if fleet.cpu_scope == "shared" and self.cpu_blocks:
             shared = self._cpu_tier(self.cpu_blocks * fleet.size)

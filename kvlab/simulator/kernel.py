@@ -7,7 +7,9 @@ The loop returns to its driver (``kvlab/simulator/compiled.py``) whenever it lac
 stopped when called again: more requests (:data:`NEED_REQUESTS`, at the top of the loop, when the next arrival is not
 yet read), prices of a step (:data:`NEED_PRICES`: the step is scheduled and its chunks and decode batch are in ``Q``;
 the next call prices it and goes on), or room (:data:`NEED_ROOM`, at the top of the loop: more events or stored keys
-than the arrays hold).
+than the arrays hold). An instance of a fleet (``kvlab/simulator/compiled_fleet.py``, ``S[FLEET]``) is sent its requests
+by its driver and runs until ``F[UNTIL]``, the fleet's next arrival (:data:`PAUSED`: ``Simulator.advance``), logging
+the numbers of the requests whose first token came (``FT``) for the fleet's router.
 
 Blocks are ids ``0, 1, ...``: a trace's keys and every request's generated blocks (a range of its own, vLLM's hashes of
 generated tokens are the request's alone). Per id the GPU pool keeps its holders, whether it is cached (free, in the
@@ -25,7 +27,7 @@ from kvlab.util.kernels import discard_damaged
 discard_damaged(__file__)  # a damaged cache of this module's kernels compiles again, not fails
 
 # What a call returns (S[CODE] holds it, with details in S).
-DONE, NEED_REQUESTS, NEED_PRICES, NEED_ROOM, STUCK, THRASH, UNSERVED = range(7)
+DONE, NEED_REQUESTS, NEED_PRICES, NEED_ROOM, STUCK, THRASH, UNSERVED, PAUSED = range(8)
 NONE = -1
 CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU tier, its LRU list's previous and next
 
@@ -95,10 +97,12 @@ CACHED, PENDING = 1, 2  # the flags of an id (P[id, 1]); C[id]: held by the CPU 
     ERROR_COUNT,
     ARENA_BASE,
     N_PENDING,
+    FLEET,
+    FT_N,
     S_SIZE,
-) = range(64)
+) = range(66)
 # F: the run's floats.
-NOW, H2D_FREE, D2H_FREE, BUSY_H2D, BUSY_D2H, FIRST, LAST, DECODE_ANSWER, F_SIZE = range(9)
+NOW, H2D_FREE, D2H_FREE, BUSY_H2D, BUSY_D2H, FIRST, LAST, DECODE_ANSWER, UNTIL, F_SIZE = range(10)
 # R[slot]: a request's integers (Request's fields in kvlab/simulator/events.py).
 (
     R_NUMBER,
@@ -271,6 +275,42 @@ def pool_found(P, key):
     """``key in pool``: cached, or held and not being loaded."""
     flag = P[key, 1]
     return (flag & CACHED) != 0 or (P[key, 0] > 0 and (flag & PENDING) == 0)
+
+
+@njit(cache=True)
+def localized(local, column, ids, start, count, out, at, next_id):
+    """A fleet's instance ``column`` numbers the blocks it sees on its own (its pool and CPU tier hold what it saw,
+    not the whole run): ``out[at:at + count]`` = its ids of the run's ``ids[start:start + count]``
+    (``local[id, column]`` - 1; 0: none yet), those it had not seen numbered from ``next_id``; the next id."""
+    for i in range(count):
+        run_id = ids[start + i]
+        own = local[run_id, column]
+        if own == 0:
+            next_id += 1
+            local[run_id, column] = next_id
+            own = next_id
+        out[at + i] = own - 1
+    return next_id
+
+
+@njit(cache=True)
+def held(S, P, C, local, column, ids, start, count):
+    """``Simulator.held`` on instance ``column`` of the run's ``ids[start:start + count]``: ``(blocks, GPU blocks)``
+    from the head that a lookup would find now, on the GPU and then on the CPU (what a fleet's router sees)."""
+    gpu_end = count
+    for i in range(count):
+        own = local[ids[start + i], column] - 1
+        if own < 0 or not pool_found(P, own):
+            gpu_end = i
+            break
+    end = gpu_end
+    if S[CPU_CAP]:
+        while end < count:
+            own = local[ids[start + end], column] - 1
+            if own < 0 or not C[own, 0]:
+                break
+            end += 1
+    return end, gpu_end
 
 
 @njit(cache=True)
@@ -475,8 +515,9 @@ def _lookup_ids(R, arena, base, slot, start, end, out):
 
 
 @njit(cache=True)
-def _upcoming(S, EVF, H, fed_arrival):
-    """``Simulator._upcoming``: the next event or arrival; -1.0 for none (the clock never goes below 0)."""
+def _upcoming(S, F, EVF, H, fed_arrival):
+    """``Simulator._upcoming``: the next event or arrival, at most ``F[UNTIL]`` (a fleet's next arrival, which may
+    come here: ``Simulator.wait`` and ``_run_length`` stop at it); -1.0 for none (the clock never goes below 0)."""
     upcoming = -1.0
     if S[EV_N]:
         upcoming = EVF[H[0]]
@@ -484,6 +525,8 @@ def _upcoming(S, EVF, H, fed_arrival):
         arrival = fed_arrival[S[CURSOR]]
         if upcoming < 0 or arrival < upcoming:
             upcoming = arrival
+    if F[UNTIL] < math.inf and (upcoming < 0 or F[UNTIL] < upcoming):
+        upcoming = F[UNTIL]
     return upcoming
 
 
@@ -532,6 +575,7 @@ def run(
     SCH,
     Q,
     QA,
+    FT,
 ):
     """Run until done or until it lacks something (the module's docstring); the code is also ``S[CODE]``."""
     if S[N_QUERIES] or S[DECODE_QUERY]:  # the driver's answers (QA) to the queries of the last call
@@ -544,7 +588,7 @@ def run(
         if S[PHASE] == 1:  # a step scheduled, waiting for its prices
             code = _execute(
                 S, F, R, RF, P, C, arena, fed_arrival, RUN,
-                FREE, EVF, EVI, H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q,
+                FREE, EVF, EVI, H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q, FT,
             )  # fmt: skip
             if code != DONE:
                 S[CODE] = code
@@ -570,7 +614,7 @@ def run(
                    event)  # fmt: skip
             EVFREE[S[EVFREE_N]] = event
             S[EVFREE_N] += 1
-        if S[RUN_N] or S[W_N] > S[LOADS]:
+        if (S[RUN_N] or S[W_N] > S[LOADS]) and now < F[UNTIL]:
             code = _step(
                 S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFREE, KB, copy_ms, SCR, SCH
             )
@@ -578,9 +622,12 @@ def run(
                 S[CODE] = code
                 return code
             continue
-        upcoming = _upcoming(S, EVF, H, fed_arrival)
+        upcoming = _upcoming(S, F, EVF, H, fed_arrival)
         if upcoming < 0:
             break
+        if upcoming >= F[UNTIL]:  # Simulator.advance(until): a fleet sends its next arrival (kvlab/simulator/fleet.py)
+            S[CODE] = PAUSED
+            return PAUSED
         if upcoming > F[NOW]:
             F[NOW] = upcoming
     if S[W_N]:
@@ -806,7 +853,7 @@ def _step(S, F, R, RF, P, C, arena, fed_arrival, W, RUN, SKIP, EVF, EVI, H, EVFR
     if n == 0:
         if preempted:
             return DONE
-        upcoming = _upcoming(S, EVF, H, fed_arrival)  # Simulator.wait
+        upcoming = _upcoming(S, F, EVF, H, fed_arrival)  # Simulator.wait
         if upcoming < 0:
             return STUCK
         if upcoming > F[NOW]:
@@ -951,7 +998,7 @@ def _decode_mean(context, batch, step):
 @njit(cache=True)
 def _execute(
     S, F, R, RF, P, C, arena, fed_arrival, RUN, FREE, EVF, EVI,
-    H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q,
+    H, EVFREE, KB, OUTF, OUTI, PK, PV, copy_ms, SCR, SCH, Q, FT,
 ):  # fmt: skip
     """``Simulator.execute``: the step priced (or, with a price missing, the queries in ``Q`` and NEED_PRICES), its
     tokens computed at its end, its stores queued, its finished requests done."""
@@ -1002,7 +1049,7 @@ def _execute(
     start = F[NOW]
     steps = 1
     if decodes == n and not S[PREEMPTED]:
-        steps = _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start)
+        steps = _run_length(S, F, R, EVF, H, fed_arrival, RUN, step_ms, start)
     end = start + steps * step_ms / 1000
     S[STEPS] += steps
     finished = 0
@@ -1022,6 +1069,9 @@ def _execute(
         R[slot, R_LENGTH] += sampled
         if np.isnan(RF[slot, RF_FIRST_TOKEN]):
             RF[slot, RF_FIRST_TOKEN] = end
+            if S[FLEET]:  # a fleet's router learns of it (Simulator.watch): its number logged for the driver
+                FT[S[FT_N]] = R[slot, R_NUMBER]
+                S[FT_N] += 1
         if before < R[slot, R_TOKENS] <= computed:
             _store(S, F, R, P, C, arena, EVF, EVI, H, EVFREE, KB, copy_ms, slot)
         if R[slot, R_GENERATED] >= R[slot, R_OUTPUT]:
@@ -1035,7 +1085,7 @@ def _execute(
 
 
 @njit(cache=True)
-def _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start):
+def _run_length(S, F, R, EVF, H, fed_arrival, RUN, step_ms, start):
     """``Simulator._run_length``: how many decode steps of this batch run alike."""
     running = S[RUN_N]
     steps = R[RUN[0], R_OUTPUT] - R[RUN[0], R_GENERATED]
@@ -1050,7 +1100,7 @@ def _run_length(S, R, EVF, H, fed_arrival, RUN, step_ms, start):
     grain = -(-mean // S[CONTEXT_STEP]) * S[CONTEXT_STEP] - mean + 1
     if grain < steps:
         steps = grain
-    upcoming = _upcoming(S, EVF, H, fed_arrival)
+    upcoming = _upcoming(S, F, EVF, H, fed_arrival)
     if upcoming >= 0 and step_ms > 0:
         until = math.ceil((upcoming - start) * 1000 / step_ms)
         if until < 1:

@@ -49,22 +49,22 @@ class Dynamo(Router):
     def __init__(self, settings=None):
         super().__init__(settings or Settings())
         self.prefill = None  # per instance, the uncached prompt tokens of requests before their first token
-        self.blocks = None  # per instance, a Counter of the prompt blocks of requests not finished
-        self.requests = {}  # number -> (its uncached tokens, its keys), while it is in flight
+        self.active = None  # per instance, each prompt block of its requests not finished: how many of them hold it
+        self.requests = {}  # number -> (its uncached tokens, its distinct blocks), while it is in flight
         self.overlaps = []  # per instance, (blocks, GPU blocks) of the request being routed
 
     def choose(self, keys, tokens, fleet):
         if self.prefill is None:
             self.prefill = [0] * fleet.size
-            self.blocks = [Counter() for _ in range(fleet.size)]
+            self.active = [Counter() for _ in range(fleet.size)]
         settings, block = self.settings, fleet.block_tokens
         self.overlaps = [fleet.held(index, keys) for index in range(fleet.size)]
+        distinct = len(set(keys))
         logits = []
         for index, (held, gpu) in enumerate(self.overlaps):
             credit = settings.dynamo_overlap_credit * gpu + settings.dynamo_host_hit_weight * (held - gpu)
             prefill = max(0.0, (self.prefill[index] + tokens) / block - credit)
-            active = self.blocks[index]
-            decode = len(active) + sum(1 for key in keys if key not in active)
+            decode = len(self.active[index]) + distinct - _active_prefix(keys, self.active[index])
             logits.append(settings.dynamo_prefill_load_scale * prefill + decode)
         lowest = min(logits)
         return least_used([index for index, logit in enumerate(logits) if logit == lowest], fleet)
@@ -73,22 +73,25 @@ class Dynamo(Router):
         gpu = self.overlaps[index][1]
         uncached = max(0, tokens - gpu * fleet.block_tokens)
         self.prefill[index] += uncached
-        self.blocks[index].update(keys)
-        self.requests[number] = uncached, keys
+        blocks = set(keys)
+        self.active[index].update(blocks)
+        self.requests[number] = uncached, blocks
 
     def first_token(self, index, number):
-        uncached, keys = self.requests[number]
+        uncached, blocks = self.requests[number]
         self.prefill[index] -= uncached
-        self.requests[number] = 0, keys
+        self.requests[number] = 0, blocks
 
     def finished(self, index, number):
-        uncached, keys = self.requests.pop(number)  # (refused by the engine: no first token)
+        uncached, blocks = self.requests.pop(number)  # (refused by the engine: no first token)
         self.prefill[index] -= uncached
-        self.blocks[index].subtract(keys)
-        active = self.blocks[index]
-        for key in keys:
-            if key in active and active[key] <= 0:
-                del active[key]
+        active = self.active[index]
+        for key in blocks:
+            left = active[key] - 1
+            if left:
+                active[key] = left
+            else:
+                active.pop(key)
 
     def paste(self, block_tokens):
         settings = self.settings
@@ -98,6 +101,17 @@ class Dynamo(Router):
             f" --router-host-cache-hit-weight {settings.dynamo_host_hit_weight:g}"
         )
         return [products.dynamo(flags, "KV events on (the default); --router-temperature 0")]
+
+
+def _active_prefix(keys, active):
+    """How many of the prompt's blocks are ``active``: its longest prefix there (block keys are chained, as Dynamo's
+    sequence hashes: a block active on an instance has its whole prefix active there)."""
+    count = 0
+    for key in keys:
+        if key not in active:
+            break
+        count += 1
+    return count
 
 
 ROUTER = Dynamo
