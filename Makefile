@@ -72,13 +72,15 @@ bench-server: $(VENV)/.server-installed
 
 # kvlab simulate beside NVIDIA AISimulate on the conversation trace (bench/aisimulate_side_by_side.py): reuse per
 # tier, TTFT, CPU seconds, both tools in one run; one instance, then 4 behind round-robin with private and with
-# shared host tiers. AISimulate pins its own jax stack, so it gets a venv of its own (.venv-aisimulate, about 1.5 GB,
-# about a minute to install); kvlab's .venv is the one `make run` makes.
+# shared host tiers, then 4 behind Dynamo's KV router (AISimulate's Dynamo stack). AISimulate pins its own jax stack,
+# so it gets a venv of its own (.venv-aisimulate, about 1.5 GB, about a minute to install), and its Dynamo stack
+# another (.venv-aisimulate-dynamo); kvlab's .venv is the one `make run` makes.
 .PHONY: bench-aisimulate
-bench-aisimulate: $(VENV)/.run-installed .venv-aisimulate/.installed
+bench-aisimulate: $(VENV)/.run-installed .venv-aisimulate/.installed .venv-aisimulate-dynamo/.installed
 	$(BIN)/python bench/aisimulate_side_by_side.py
 	$(BIN)/python bench/aisimulate_side_by_side.py --instances 4
 	$(BIN)/python bench/aisimulate_side_by_side.py --instances 4 --cpu-scope shared --cpu-only
+	$(BIN)/python bench/aisimulate_side_by_side.py --instances 4 --router dynamo
 
 # kvlab simulate beside vLLM 0.33's own scheduler, block pool and OffloadingConnector, request by request, on the
 # conversation trace's first 1,000 requests (bench/vllm_side_by_side.py, docs/simulate.md "Beside vLLM"): eight
@@ -101,6 +103,12 @@ bench-vllm: $(VENV)/.run-installed .venv-vllm/.installed
 	@echo "Installing the AISimulate bench extra into .venv-aisimulate ..."
 	$(PYTHON) -m venv .venv-aisimulate
 	.venv-aisimulate/bin/pip install --quiet -r requirements-aisimulate.txt
+	touch $@
+
+.venv-aisimulate-dynamo/.installed: requirements-aisimulate-dynamo.txt
+	@echo "Installing AISimulate's Dynamo stack (ai-dynamo 1.6.1) into .venv-aisimulate-dynamo ..."
+	$(PYTHON) -m venv .venv-aisimulate-dynamo
+	.venv-aisimulate-dynamo/bin/pip install --quiet --no-deps -r requirements-aisimulate-dynamo.txt
 	touch $@
 
 # Snakemake's SLURM executor plugin (requirements-cluster.txt), for `kvlab run -- --profile profiles/slurm`:

@@ -40,11 +40,17 @@ With ``--instances N`` both run a fleet (issue 39): AISimulate's ``parallelism.r
 (round-robin), its host tier ``dp_rank_local`` or, with ``--cpu-scope shared``, ``cluster_shared`` of N times the
 blocks (its shared links 80 GB/s each way); kvlab's ``--instances N --router round-robin --cpu-scope S`` (a shared
 tier's read of another instance's block crosses its network link first: docs/fleet.md). The speedup is multiplied
-by N, so each instance's load is the one instance's. Usage::
+by N, so each instance's load is the one instance's. With ``--router dynamo`` the fleet is behind Dynamo's KV router:
+AISimulate's Dynamo stack (``aisimulate predict --stack dynamo``, ``router: {policy: kv_router}``, its defaults:
+overlap credit 1, prefill load scale 1, temperature 0), which needs ai-dynamo 1.6.1 and an older AISimulate dev wheel
+in a venv of their own (``requirements-aisimulate-dynamo.txt``, ``.venv-aisimulate-dynamo``), its GPU pool fixed at
+the engine stack's rule (the Dynamo stack exports no memory detail) and its per-request rows in ``requests.jsonl``;
+and ``kvlab simulate --router dynamo``. Dynamo's router breaks ties at random, so its figures change a little from
+run to run; those of its least-CPU run are shown. Usage::
 
     .venv/bin/python bench/aisimulate_side_by_side.py [--aisimulate .venv-aisimulate/bin/aisimulate]
         [--speedup 0.2] [--cpu-factor 4] [--cpu-only] [--gpu-blocks N] [--trace FILE] [--keep DIR] [--repeat 3]
-        [--instances N] [--cpu-scope private|shared]
+        [--instances N] [--cpu-scope private|shared] [--router round-robin|dynamo]
 """
 
 import argparse
@@ -88,10 +94,10 @@ def default_gpu_blocks(aisimulate):
     return int(done.stdout.split()[-1])
 
 
-def aisimulate_config(trace, speedup, gpu_blocks, cpu_blocks, fixed, instances=1, scope="private"):
+def aisimulate_config(trace, speedup, gpu_blocks, cpu_blocks, fixed, instances=1, scope="private", router=None):
     """The prediction config, as JSON (a subset of YAML, which AISimulate reads): ``instances`` replicas
-    (round-robin on its engine stack), their host tiers each its own (``dp_rank_local``) or one pool of all their
-    blocks (``cluster_shared``)."""
+    (round-robin on its engine stack; with ``router``, the Dynamo stack's), their host tiers each its own
+    (``dp_rank_local``) or one pool of all their blocks (``cluster_shared``)."""
     kv_cache = {"prefix_caching": True}
     if fixed:
         kv_cache["capacity"] = {"type": "fixed", "blocks": gpu_blocks}
@@ -107,7 +113,7 @@ def aisimulate_config(trace, speedup, gpu_blocks, cpu_blocks, fixed, instances=1
     worker = {"kv_cache": kv_cache}
     if instances > 1:
         worker["parallelism"] = {"replicas": instances}
-    return {
+    config = {
         "engine": {
             "model": str(MODEL),
             "hardware": SYSTEM,
@@ -119,13 +125,16 @@ def aisimulate_config(trace, speedup, gpu_blocks, cpu_blocks, fixed, instances=1
             "load": {"type": "trace_timestamps", "speedup": speedup},
         },
     }
+    if router is not None:
+        config["router"] = {"policy": router}
+    return config
 
 
-def run_aisimulate(aisimulate, work, name, config, gpu_blocks):
+def run_aisimulate(aisimulate, work, name, config, gpu_blocks, stack="engine"):
     path = work / f"{name}.yaml"
     path.write_text(json.dumps(config, indent=1) + "\n")
     out = work / name
-    argv = [aisimulate, "predict", "--stack", "engine", "-c", str(path), "--output-dir", str(out)]
+    argv = [aisimulate, "predict", "--stack", stack, "-c", str(path), "--output-dir", str(out)]
     done, cpu = timed([*argv, "--overwrite", "--capture-per-request", "--detail", "memory", "--format", "json"])
     if done.returncode:
         raise SystemExit(f"aisimulate ({name}) failed: {(done.stderr or done.stdout).strip()[-1500:]}")
@@ -133,9 +142,15 @@ def run_aisimulate(aisimulate, work, name, config, gpu_blocks):
     pool = (report.get("memory_diagnostics") or {}).get("aggregated", {}).get("estimated_num_gpu_blocks")
     if pool is not None and pool != gpu_blocks:
         print(f"warning: aisimulate ({name}) sized its GPU pool at {pool} blocks, kvlab gets {gpu_blocks}")
+    if "summary" in report:  # the Dynamo stack: the figures under "summary", the rows in requests.jsonl
+        report = report["summary"]
+        lines = (out / "requests.jsonl").read_text().splitlines()
+        report["per_request"] = [json.loads(line) for line in lines if line.strip()]
     rows = report["per_request"]
     first = sum(row.get("first_admission_reused_input_tokens") or 0 for row in rows)
     gpu = sum(row.get("first_admission_g1_reused_input_tokens", 0) or 0 for row in rows)
+    if not any("first_admission_reused_input_tokens" in row for row in rows):  # the Dynamo stack's rows
+        first = sum((row["admission_history"] or [{}])[0].get("reused_input_tokens") or 0 for row in rows)
     cpu_hits = sum(row.get("first_admission_host_reused_input_tokens") or 0 for row in rows)
     if not any("first_admission_g1_reused_input_tokens" in row for row in rows):
         gpu = first  # no host tier: every reused token is a GPU hit
@@ -157,11 +172,11 @@ def run_aisimulate(aisimulate, work, name, config, gpu_blocks):
     }
 
 
-def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks, instances=1, scope="private"):
+def run_kvlab(kvlab, trace, speedup, gpu_blocks, cpu_blocks, instances=1, scope="private", router="round-robin"):
     """kvlab simulate's figures and CPU seconds."""
     argv = [kvlab, "simulate", "--workload", "mooncake", "--trace", str(trace)]
     if instances > 1:
-        argv += ["--instances", str(instances), "--router", "round-robin", "--cpu-scope", scope]
+        argv += ["--instances", str(instances), "--router", router, "--cpu-scope", scope]
     argv += ["--model-config", str(MODEL / "config.json"), "--gpu-system", SYSTEM, "--engine", ENGINE, "--tp", "1"]
     argv += ["--block-tokens", str(BLOCK), "--gpu-blocks", str(gpu_blocks), "--cpu-blocks", str(cpu_blocks)]
     argv += [
@@ -208,11 +223,19 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tool, interleaved; its least CPU counts")
     parser.add_argument("--instances", type=int, default=1, help="replicas behind round-robin (the load times them)")
     parser.add_argument("--cpu-scope", choices=("private", "shared"), default="private", help="with --instances")
+    parser.add_argument("--router", choices=("round-robin", "dynamo"), default="round-robin", help="with --instances")
+    parser.add_argument(
+        "--aisimulate-dynamo", default=str(ROOT / ".venv-aisimulate-dynamo" / "bin" / "aisimulate"), help="its stack"
+    )
     args = parser.parse_args(argv)
-    if not Path(args.aisimulate).exists():
-        raise SystemExit(
-            f"{args.aisimulate} not found: make bench-aisimulate installs it (requirements-aisimulate.txt)"
-        )
+    for path, requirements in (
+        (args.aisimulate, "requirements-aisimulate.txt"),
+        *([(args.aisimulate_dynamo, "requirements-aisimulate-dynamo.txt")] if args.router == "dynamo" else []),
+    ):
+        if not Path(path).exists():
+            raise SystemExit(f"{path} not found: make bench-aisimulate installs it ({requirements})")
+    dynamo = args.router == "dynamo"
+    fixed = args.gpu_blocks is not None or dynamo  # the Dynamo stack exports no pool of its own: the engine stack's
 
     gpu_blocks = args.gpu_blocks or default_gpu_blocks(args.aisimulate)
     cpu_blocks = round(args.cpu_factor * gpu_blocks)
@@ -232,12 +255,16 @@ def main(argv=None):
             name = f"cpu{cpu}"
             speedup = args.speedup * args.instances  # each instance's load the one instance's
             fleet = args.instances, args.cpu_scope
-            config = aisimulate_config(trace, speedup, gpu_blocks, cpu, args.gpu_blocks is not None, *fleet)
+            router = "kv_router" if dynamo else None
+            config = aisimulate_config(trace, speedup, gpu_blocks, cpu, fixed, *fleet, router)
             theirs, ours, error = None, None, None
             for _ in range(args.repeat):  # interleaved; each tool's least CPU (a loaded moment slows either)
-                run = run_aisimulate(args.aisimulate, work, name, config, gpu_blocks)
+                if dynamo:
+                    run = run_aisimulate(args.aisimulate_dynamo, work, name, config, gpu_blocks, "dynamo")
+                else:
+                    run = run_aisimulate(args.aisimulate, work, name, config, gpu_blocks)
                 theirs = run if theirs is None or run["cpu_s"] < theirs["cpu_s"] else theirs
-                run, error = run_kvlab(args.kvlab, args.trace, speedup, gpu_blocks, cpu, *fleet)
+                run, error = run_kvlab(args.kvlab, args.trace, speedup, gpu_blocks, cpu, *fleet, args.router)
                 if run is None:
                     break
                 ours = run if ours is None or run["cpu_s"] < ours["cpu_s"] else ours
@@ -253,7 +280,7 @@ def main(argv=None):
         f" GPU pool {gpu_blocks:,} blocks ({gpu_blocks * BLOCK:,} tokens), CPU tier {cpu_blocks:,} blocks"
         f" ({args.cpu_factor:g}x)"
         + (
-            f"; {args.instances} instances, round-robin, the speedup times them, CPU tiers {args.cpu_scope}"
+            f"; {args.instances} instances, {args.router}, the speedup times them, CPU tiers {args.cpu_scope}"
             if args.instances > 1
             else ""
         )
