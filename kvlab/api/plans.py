@@ -141,6 +141,13 @@ class PlanSettings(Declared):
         " allocator: only the last window of each request; budgets by bisection over replays); default in-window"
         " with --engine vllm, else all-layers",
     )
+    prices: str | None = setting(
+        None,
+        metavar="FILE",
+        help="also what the plan costs per hour, its CPU budget capped by the node's host memory: a prices file"
+        " (kvlab/latency/list_prices.yaml's shape), or default (kvlab's, public list prices with their sources);"
+        " with --gpu-system",
+    )
     instances: int = instances_setting(FLEET)
     router: str = router_setting(FLEET)
     cpu_scope: str = cpu_scope_setting(FLEET)
@@ -296,6 +303,14 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         checked["cpu_gib"] = node["cpu_gib"]
     if checked["cpu_gib"] is None:
         checked["cpu_gib"] = decimal_gib(0)
+    prices = None
+    if checked["prices"] is not None:  # before any work: the file read, the node's host memory checked
+        from kvlab.latency.list_prices import load_prices
+
+        if hardware is None:
+            raise SettingError("argument --prices: prices the GPUs of a --gpu-system: give --gpu-system")
+        prices = load_prices(checked["prices"])
+        prices.check_host(hardware["gpu_system"], checked["cpu_gib"])
     engine = ENGINES.get(checked["engine"])
     window_rule = checked["window_rule"] or (engine.window_rule if engine else "all-layers")
     made, shape, _, gpu_tokens = plan_setting(
@@ -349,6 +364,11 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter, disk)
     if load is not None:
         result["load"] = _load(load, workload, options, model_config, checked, hardware, result["cache"], max_memory)
+    if prices is not None:
+        system, gpus = hardware["gpu_system"], checked["tp"]
+        disk_gib = result["cache"].get("disk_gib", 0)
+        per_hour = prices.per_hour(system, gpus, checked["cpu_gib"], disk_gib)
+        result["cost"] = {"gpus": gpus, "per_hour": per_hour, **prices.describe(system)}
     return Plan.of(dump_json(result))
 
 

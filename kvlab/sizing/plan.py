@@ -494,7 +494,23 @@ def table(result):
         lines += ttft_lines(result["ttft"])
     if "load" in result:
         lines += load_lines(result["load"])
+    if "cost" in result:
+        lines += cost_lines(result["cost"])
     return "\n".join(lines) + "\n"
+
+
+def cost_lines(cost):
+    """What the plan costs per hour (``--prices``), and where the prices come from."""
+    per_hour, currency = cost["per_hour"], cost["currency"]
+    parts = f"{cost['gpus']} GPU x {cost['gpu_hour']:g}: {per_hour['gpus']:g}"
+    parts += f", host memory {per_hour['host_memory']:g}, disk {per_hour['disk']:g}"
+    return [
+        "",
+        f"cost: {per_hour['total']:g} {currency} per hour ({parts}); prices {cost['prices']}",
+        f"  GPU: {cost['gpu_source']}",
+        f"  host memory: {cost['host_memory_gib_hour']:g} per GiB-hour, {cost['host_memory_source']}",
+        f"  disk: {cost['disk_tib_hour']:g} per TiB-hour, {cost['disk_source']}",
+    ]
 
 
 def model_line(result):

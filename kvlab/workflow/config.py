@@ -16,6 +16,7 @@ import yaml
 
 from kvlab.util.files import line_of
 from kvlab.util.numbers import MAX_WHOLE, yaml_text_number
+from kvlab.util.yamldata import LOADER, MAX_NODES, read
 
 __all__ = [
     "MAX_NODES",
@@ -30,9 +31,7 @@ __all__ = [
     "validate",
 ]
 
-MAX_NODES = 100_000  # YAML nodes after expanding aliases: config.yaml has about a thousand
 MAX_BYTES = 2**20
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML has it: the same nodes and data
 
 SCHEMA = Path(__file__).absolute().parents[2] / "schemas" / "config.schema.yaml"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # a newline, a tab, a NUL: in a name they reach file names and flags
@@ -56,68 +55,16 @@ class ConfigFileError(ValueError):
     """A config file that is not data kvlab runs; the message is one line naming file, line and key."""
 
 
-def expanded_size(node, sizes=None):
-    """Nodes under ``node`` with every alias expanded, counted without expanding (shared nodes counted once
-    per use); stops early past MAX_NODES."""
-    sizes = {} if sizes is None else sizes
-    if id(node) in sizes:
-        return sizes[id(node)]
-    sizes[id(node)] = MAX_NODES + 1  # a node inside itself (a recursive alias) expands without end
-    total = 1
-    if isinstance(node, yaml.MappingNode):
-        children = [part for pair in node.value for part in pair]
-    elif isinstance(node, yaml.SequenceNode):
-        children = node.value
-    else:
-        children = []
-    for child in children:
-        total += expanded_size(child, sizes)
-        if total > MAX_NODES:
-            break
-    sizes[id(node)] = total
-    return total
-
-
 def dotted(path):
     return ".".join(str(key) for key in path) or "(top level)"
 
 
 def load(path):
     """``(config, composed root)`` from a config.yaml; ConfigFileError (one line) if it is not plain data."""
-    from kvlab.util.files import read_bytes
-
-    try:
-        data = read_bytes(str(path), MAX_BYTES)
-    except ValueError as error:
-        raise ConfigFileError(str(error)) from None
-    try:
-        text = data.decode("utf-8")
-        try:
-            root = yaml.compose(text, Loader=LOADER)
-        except yaml.YAMLError:  # PyYAML's own parser says what is wrong (libyaml words it otherwise)
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except UnicodeDecodeError:
-        raise ConfigFileError(f"{path}: not UTF-8 text") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigFileError(f"{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
-    if root is None:
-        raise ConfigFileError(f"{path}: empty")
-    if expanded_size(root) > MAX_NODES:
-        raise ConfigFileError(f"{path}: YAML aliases expand to more than {MAX_NODES} nodes")
-    twice = repeated_key(root)
-    if twice is not None:
-        raise ConfigFileError(
-            f"{path}:{twice.start_mark.line + 1}: {twice.value}: the key is given twice in one mapping"
-        )
+    config, root = read(path, ConfigFileError, MAX_BYTES)
     if isinstance(root, yaml.MappingNode) and any(key.value == "__use_yte__" for key, _ in root.value):
         line = line_of(root, ("__use_yte__",))
         raise ConfigFileError(f"{path}:{line}: __use_yte__: YTE templating runs code; kvlab's config is plain data")
-    try:
-        config = yaml.load(text, Loader=LOADER)
-    except (yaml.YAMLError, RecursionError) as error:
-        raise ConfigFileError(f"{path}: not valid YAML ({error})") from None
     return normalise(config, root, path), root
 
 
@@ -158,30 +105,6 @@ def normalise(config, root=None, path="config.yaml"):
             SAID.add((str(path), key))
             sys.stderr.write(f"kvlab: {path}: {key} is deprecated; use {new}\n")
     return config
-
-
-def repeated_key(node, seen=None):
-    """The first key node that repeats a key of its mapping (YAML would keep the last silently), or None."""
-    seen = set() if seen is None else seen
-    if id(node) in seen:
-        return None
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        keys = set()
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                if key.value in keys and key.value != "<<":
-                    return key
-                keys.add(key.value)
-            found = repeated_key(value, seen)
-            if found is not None:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            found = repeated_key(item, seen)
-            if found is not None:
-                return found
-    return None
 
 
 def bad_value(config, path=()):
