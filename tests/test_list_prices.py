@@ -112,6 +112,10 @@ BAD = {
     "no source": (OWN.replace("    source: a test's own node\n", ""), 7, "source: missing"),
     "a key twice": (OWN + "currency: USD\n", 11, "currency: the key is given twice"),
     "a list at the top": ("- 1\n- 2\n", 1, "(top level): not a mapping"),
+    "nested too deeply": ("[" * 10000 + "]" * 10000, None, "nested too deeply"),
+    "an integer past any float": (OWN.replace("gpu_hour: 2.5", "gpu_hour: 1" + "0" * 400), 8, "is not a figure"),
+    "a terminal's escapes in a name": (OWN.replace("  h100_sxm:", '  "h100\\x1b[2J\\u202e":'), 7, "\\x1b[2J\\u202e"),
+    "a Python tag": ("a: !!python/object/apply:os.system [echo]\n", 1, "not valid YAML"),
     "an alias bomb": (
         "a: &a [1,1,1,1,1,1,1,1,1,1]\n"
         + "".join(
@@ -133,6 +137,26 @@ def test_a_bad_prices_file_stops_in_one_line_naming_its_line(tmp_path, case):
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert done.stderr.startswith("kvlab plan: error: ") and done.stderr.count("\n") == 1, done.stderr
     assert where in done.stderr and says in done.stderr, done.stderr
+    assert not any(mark in done.stderr for mark in ("\x1b", "\u202e", "\r")), done.stderr  # printable as it is
+    with pytest.raises(PricesError) as raised:  # the API's error is the same line
+        load_prices(tmp_path / "bad.yaml")
+    assert str(raised.value) == done.stderr.removeprefix("kvlab plan: error: ").rstrip("\n").replace(
+        "bad.yaml", str(tmp_path / "bad.yaml"), 1
+    )
+
+
+def test_a_source_is_printed_as_it_reads(tmp_path):
+    """A source text with a terminal's escape sequence in it is shown escaped in the table, never sent raw."""
+    (tmp_path / "prices.yaml").write_text(OWN.replace("source: a test's own node", 'source: "red \\x1b[31m node"'))
+    done = kvlab("plan", *SETTING, *HARDWARE, "--prices", "prices.yaml", "--format", "table", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "GPU: red \\x1b[31m node" in done.stdout and "\x1b" not in done.stdout
+
+
+def test_an_empty_name_is_no_prices_file(tmp_path):
+    done = kvlab("plan", *SETTING, *HARDWARE, "--prices", "", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "kvlab plan: error: argument --prices: an empty name: give a prices file, or default\n"
 
 
 def test_prices_need_a_gpu_system(tmp_path):

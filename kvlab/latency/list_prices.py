@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvlab.util.errors import SettingError
+from kvlab.util.errors import SettingError, printable
 
 __all__ = ["DEFAULT", "Node", "Prices", "PricesError", "SystemPrice", "load_prices"]
 
@@ -22,7 +22,10 @@ MAX_SHAPE = 1e9  # GPUs, GiB or TiB of a node
 
 class PricesError(SettingError):
     """A prices file kvlab cannot read, or a plan its prices refuse: one line, the file and its line where there is
-    one."""
+    one (what the file says in it made printable)."""
+
+    def __init__(self, message):
+        super().__init__(printable(message))
 
 
 @dataclass(frozen=True)
@@ -97,10 +100,12 @@ def load_prices(given):
     """The prices of the file ``given`` (a path, or ``default``: kvlab's shipped ``list_prices.yaml``); PricesError, one
     line with the file and its line, for one that is not a prices file."""
     from kvlab.latency.systems import read_system, system_names
-    from kvlab.util.files import line_of
+    from kvlab.util.files import line_of, shown
     from kvlab.util.numbers import yaml_text_number
     from kvlab.util.yamldata import read
 
+    if not str(given):
+        raise PricesError("argument --prices: an empty name: give a prices file, or default")
     path, name = (DEFAULT, "default") if given == "default" else (Path(given), str(given))
     data, root = read(path, PricesError)
 
@@ -119,15 +124,15 @@ def load_prices(given):
 
     def number(value, keys, whole=False, largest=MAX_PRICE):
         if isinstance(value, bool) or not isinstance(value, int | float) or (whole and not isinstance(value, int)):
-            refuse(keys, f"not a {'whole ' if whole else ''}number: {value!r}"[:200] + yaml_text_number(value))
-        if not math.isfinite(value) or value < 0 or value > largest or (whole and value < 1):
-            refuse(keys, f"{value!r} is not a figure from {1 if whole else 0} to {largest:g}"[:200])
+            refuse(keys, f"not a {'whole ' if whole else ''}number: {shown(value, 60)}" + yaml_text_number(value))
+        if not -largest <= value <= largest or not math.isfinite(value) or value < 0 or (whole and value < 1):
+            refuse(keys, f"{shown(value, 60)} is not a figure from {1 if whole else 0} to {largest:g}")
         return value
 
     def text(value, keys):
         if not isinstance(value, str) or not value.strip():
             refuse(keys, "not a text")
-        return " ".join(value.split())
+        return printable(" ".join(value.split()))  # a source is printed: no terminal escapes from the file
 
     mapping(data, (), TOP)
     for key in TOP - {"currency"}:

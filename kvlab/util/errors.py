@@ -2,7 +2,9 @@
 them into one line and an exit code) and the Python API (which raises them) share them without importing each
 other's code."""
 
-__all__ = ["KvlabError", "SettingError", "describe"]
+import re
+
+__all__ = ["KvlabError", "SettingError", "describe", "printable"]
 
 
 class KvlabError(ValueError):
@@ -33,4 +35,13 @@ def describe(error, outputs=()):
         return "out of memory"
     if isinstance(error, LookupError | TypeError):  # an input of the wrong shape reached the domain code
         return f"an input has the wrong shape ({type(error).__name__}: {shown(error, 200)})"
-    return (str(error) or type(error).__name__).replace("\n", "\\n").replace("\r", "\\r")
+    return printable(str(error) or type(error).__name__)
+
+
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text):
+    """``text`` as one line a terminal shows as written: control characters (a newline, an escape sequence's ESC)
+    and the marks that reorder text (a right-to-left override) escaped as Python writes them."""
+    return UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)

@@ -13,13 +13,17 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML
 
 def read(path, error, max_bytes=2**20):
     """``(data, composed root)`` of the YAML file ``path``: ``error`` (a ValueError class) with one line where it is
-    not plain data of at most ``max_bytes``."""
+    not plain data of at most ``max_bytes`` (the file's name and YAML's words in it made printable)."""
+    from kvlab.util.errors import printable
     from kvlab.util.files import read_bytes
+
+    def refused(message):
+        return error(printable(message))
 
     try:
         data = read_bytes(str(path), max_bytes)
     except ValueError as problem:
-        raise error(str(problem)) from None
+        raise refused(str(problem)) from None
     try:
         text = data.decode("utf-8")
         try:
@@ -27,22 +31,29 @@ def read(path, error, max_bytes=2**20):
         except yaml.YAMLError:  # PyYAML's own parser says what is wrong (libyaml words it otherwise)
             root = yaml.compose(text, Loader=yaml.SafeLoader)
     except UnicodeDecodeError:
-        raise error(f"{path}: not UTF-8 text") from None
+        raise refused(f"{path}: not UTF-8 text") from None
     except yaml.YAMLError as problem:
         mark = getattr(problem, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise error(f"{where}: not valid YAML ({getattr(problem, 'problem', None) or problem})") from None
+        raise refused(f"{where}: not valid YAML ({getattr(problem, 'problem', None) or problem})") from None
     if root is None:
-        raise error(f"{path}: empty")
-    if expanded_size(root) > MAX_NODES:
-        raise error(f"{path}: YAML aliases expand to more than {MAX_NODES} nodes")
-    twice = repeated_key(root)
+        raise refused(f"{path}: empty")
+    try:
+        if expanded_size(root) > MAX_NODES:
+            raise refused(f"{path}: YAML aliases expand to more than {MAX_NODES} nodes")
+        twice = repeated_key(root)
+    except RecursionError:
+        raise refused(f"{path}: nested too deeply") from None
     if twice is not None:
-        raise error(f"{path}:{twice.start_mark.line + 1}: {twice.value}: the key is given twice in one mapping")
+        raise refused(f"{path}:{twice.start_mark.line + 1}: {twice.value}: the key is given twice in one mapping")
     try:
         return yaml.load(text, Loader=LOADER), root
-    except (yaml.YAMLError, RecursionError) as problem:
-        raise error(f"{path}: not valid YAML ({problem})") from None
+    except yaml.YAMLError as problem:  # a tag no safe loader builds
+        mark = getattr(problem, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise refused(f"{where}: not valid YAML ({getattr(problem, 'problem', None) or problem})") from None
+    except RecursionError:
+        raise refused(f"{path}: nested too deeply") from None
 
 
 def expanded_size(node, sizes=None):
