@@ -135,3 +135,18 @@ def test_a_fleet_the_compiled_loops_cannot_hold_goes_to_the_python_engines(tmp_p
     monkeypatch.setattr(compiled_fleet.CompiledFleet, "run", lambda *args: attempts.append(1) or real(*args))
     assert api.simulate(**flags, cpu_blocks=20, max_memory="4G").text == expected
     assert attempts == [1]
+
+
+def test_a_large_fleet_counts_one_trace_reader(tmp_path):
+    """100 instances of a small pool each fit 1 GiB: the memory rule counts each instance's tiers, and the trace's
+    reader once (it counted one reader per instance, 100 MB each, before)."""
+    import kvlab as api
+
+    lines = [
+        f'{{"timestamp": {n}, "input_length": 600, "output_length": 3, "hash_ids": [{n % 2}, {n}]}}' for n in range(30)
+    ]
+    (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    flags = {"model_config": MODEL[1], "gpu_system": "h100_sxm", "speedup": 4, "instances": 100, "router": "llm-d"}
+    flags.update(workload="mooncake", trace=str(tmp_path / "trace.jsonl"), block_tokens=64, gpu_blocks=200)
+    figures = api.simulate(**flags, cpu_blocks=100, max_memory="1G").to_dict()
+    assert figures["requests"] == 30 and len(figures["instances"]) == 100

@@ -1,6 +1,5 @@
 """``kvlab.simulate``: a workload through one engine instance on a clock (what ``kvlab simulate`` prints)."""
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -156,14 +155,7 @@ def simulate(
     from kvlab.latency.hardware import HardwareModel, HardwareSettings, settings_names
     from kvlab.simulator.arrivals import Arrivals
     from kvlab.simulator.cost import StepCost
-    from kvlab.simulator.fleet import (
-        FLEET_REQUEST_BYTES,
-        ROUTER_SETTING_NAMES,
-        FleetSettings,
-        RemoteKV,
-        SharedHosts,
-        router_of,
-    )
+    from kvlab.simulator.fleet import ROUTER_SETTING_NAMES, FleetSettings, RemoteKV, SharedHosts, router_of
     from kvlab.simulator.instance import CACHE_RULES, Instance
     from kvlab.simulator.settings import EngineSettings, engine_setting_names
     from kvlab.util.settings import checked
@@ -194,12 +186,8 @@ def simulate(
             raise SettingError(f"argument --{name}-blocks: not allowed with argument --{name}-tokens")
     model = HardwareModel(HardwareSettings(**hardware), block)
     instance = Instance.of(made, engine, rules, gpu_tokens, cpu_tokens, model)
-    footprint = instance.footprint(per_request)
     instances = fleet.size + (fleet.decode_instances or 0)
-    if instances > 1:  # each instance's tiers, and the fleet's record of each request
-        footprint = dataclasses.replace(
-            footprint, fixed=footprint.fixed * instances, request=footprint.request + FLEET_REQUEST_BYTES
-        )
+    footprint = instance.footprint(per_request, instances)
     meter = _meter(max_memory, footprint)
     meter.check(0, 0, 0)  # the pool's and the tier's entries alone
     if dry_run:

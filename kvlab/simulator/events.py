@@ -47,8 +47,9 @@ def thrashing(number, times):
 # this is the only way to it). vLLM v1 deadlocks the same way under KV pressure with a CPU offloading connector: its
 # waiting loop stops at an unschedulable head (vllm-project/vllm#45388; a fix is open as PR #57841).
 STUCK = (
-    "the engine is stuck: requests wait for blocks that nothing will free (requests loaded from the CPU tier hold them"
-    " behind the queue's first, as in vLLM's deadlock vllm-project/vllm#45388); a larger GPU pool avoids it"
+    "the engine is stuck: requests wait for blocks that nothing will free (requests loaded from the CPU tier, or on"
+    " a decode instance read from a prefill instance, hold them behind the queue's first, as in vLLM's deadlock"
+    " vllm-project/vllm#45388); a larger GPU pool avoids it"
 )
 NO_OUTPUTS = "this workload has no output lengths: give --output-tokens"
 

@@ -78,20 +78,21 @@ class Instance:
             )
         return cls(made, engine, chosen, model, gpu_blocks, usable, pool_from, cpu_blocks, rules, rules_from)
 
-    def footprint(self, per_request):
+    def footprint(self, per_request, instances=1):
         """What the run holds (kvlab/util/memory.py): per request its four times (typed arrays, up to twice while
         they grow, and the copies the percentiles take) and, if kept, its table row (a tuple, the frame, the CSV
-        text); per distinct block the dense ids of blocks cut from a trace block; fixed, reading the trace (its batch
-        of lines: what every trace reader holds) and the GPU pool's and the CPU tier's entries (an OrderedDict entry
-        and its key each). A waiting request holds more (kvlab/simulator/events.py: the simulator checks its
-        queue)."""
+        text), and in a fleet of ``instances`` its instance and its number there; per distinct block the dense ids
+        of blocks cut from a trace block; fixed, reading the trace (its batch of lines: what every trace reader
+        holds, one for a fleet) and each instance's GPU pool's and CPU tier's entries (an OrderedDict entry and its
+        key each). A waiting request holds more (kvlab/simulator/events.py: the simulator checks its queue)."""
         from kvlab.cache.compiled import READING_BYTES
         from kvlab.simulator.compiled import ROW_BYTES
+        from kvlab.simulator.fleet import FLEET_REQUEST_BYTES
         from kvlab.util.memory import Footprint
 
-        per = 96 + (ROW_BYTES if per_request else 0)
+        per = 96 + (ROW_BYTES if per_request else 0) + (FLEET_REQUEST_BYTES if instances > 1 else 0)
         interned = getattr(self.made, "split", 1) > 1
-        fixed = READING_BYTES + 150 * (self.gpu_blocks + self.cpu_blocks)
+        fixed = READING_BYTES + 150 * (self.gpu_blocks + self.cpu_blocks) * instances
         return Footprint(request=per, key=24 if interned else 0, fixed=fixed)
 
     def run(self, cost, arrivals, meter, per_request):
