@@ -150,3 +150,21 @@ def test_a_large_fleet_counts_one_trace_reader(tmp_path):
     flags.update(workload="mooncake", trace=str(tmp_path / "trace.jsonl"), block_tokens=64, gpu_blocks=200)
     figures = api.simulate(**flags, cpu_blocks=100, max_memory="1G").to_dict()
     assert figures["requests"] == 30 and len(figures["instances"]) == 100
+
+
+@pytest.mark.parametrize("instances", [1, 3])
+@pytest.mark.parametrize("compiled_loop", [True, False])
+def test_an_empty_prompt_stops_the_run_naming_the_request(tmp_path, monkeypatch, instances, compiled_loop):
+    """A trace's request of no prompt tokens (vLLM refuses it; no step could price it) stops ``kvlab simulate`` in
+    one line naming it, from either engine, one instance or a fleet."""
+    lines = [
+        f'{{"timestamp": {n}, "input_length": 600, "output_length": 3, "hash_ids": [{n % 2}, {n}]}}' for n in range(5)
+    ]
+    lines[2] = '{"timestamp": 2, "input_length": 0, "output_length": 3, "hash_ids": []}'
+    (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    if not compiled_loop:
+        monkeypatch.setattr(compiled, "compiles", lambda *args: False)
+    common = ["simulate", "--workload", "mooncake", "--trace", "trace.jsonl", *MODEL, "--block-tokens", "64"]
+    done = kvlab(*common, "--gpu-blocks", "40", "--instances", instances, "--speedup", "4", cwd=tmp_path)
+    line = "request 3: its prompt is empty (input length 0), which vLLM refuses"
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"kvlab simulate: error: {line}\n")

@@ -383,9 +383,12 @@ def arrivals_of(workload, settings, arrivals, np):
             raise KvlabError(NO_OUTPUTS)
         else:
             output = np.maximum(1, np.asarray(outputs, dtype=np.int64))
-        if not settings.chunked_prefill:  # the first request no step could compute (Simulator._arrive's check)
-            for i in np.flatnonzero(columns.tokens + output - 1 > settings.max_num_batched_tokens)[:1].tolist():
-                settings.check_sequence(number + i + 1, int(columns.tokens[i]), int(output[i]))
+        # the first request no step could compute (Simulator._arrive's check)
+        unserved = columns.tokens < 1
+        if not settings.chunked_prefill:
+            unserved |= columns.tokens + output - 1 > settings.max_num_batched_tokens
+        for i in np.flatnonzero(unserved)[:1].tolist():
+            settings.check_sequence(number + i + 1, int(columns.tokens[i]), int(output[i]))
         if draw is not None:
             times = np.empty(count)
             for i in range(count):

@@ -5,7 +5,7 @@ one."""
 from dataclasses import dataclass, fields
 
 from kvlab.serving import ENGINES
-from kvlab.util.errors import SettingError
+from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import number_in, shown
 from kvlab.util.settings import Declared, setting
 from kvlab.workloads import whole_number
@@ -88,7 +88,10 @@ class EngineSettings(Declared):
         longest (recomputed after a preemption) than a step's budget while chunked prefill is off: no step could ever
         compute it. vLLM refuses such a budget at start (``vllm/config/scheduler.py``
         ``SchedulerConfig.verify_max_model_len``: max_num_batched_tokens below max_model_len without chunked
-        prefill); a trace's lengths are known as it is read, so here the first such request stops the run."""
+        prefill); a trace's lengths are known as it is read, so here the first such request stops the run. A prompt
+        of no tokens stops it too (KvlabError: vLLM refuses an empty prompt, and no step could price it)."""
+        if tokens < 1:
+            raise KvlabError(f"request {number}: its prompt is empty (input length 0), which vLLM refuses")
         longest = tokens + output - 1
         if self.chunked_prefill or longest <= self.max_num_batched_tokens:
             return
