@@ -38,6 +38,7 @@ TOP_KEYS = [
     "cpu_gib_for_full_reuse",
 ]
 TARGET_KEYS = ["target_hit_ratio", "cpu_tokens_for_target", "cpu_gib_for_target"]
+VERDICT = ["verdict"]  # last: does offloading help (kvlab/sizing/verdict.py)
 LAB = ["--workload", "lab"]
 LONG_DOC_QA = ["--workload", "long_doc_qa", "--num-documents", "6", "--document-length", "3000", "--repeat-count", "3"]
 UNLIMITED = 10**12
@@ -90,7 +91,7 @@ def plan_json(*args):
     assert text.endswith("}\n") and not text.endswith("\n\n")
     result = json.loads(text)
     notes = ["notes"] if "notes" in result else []  # only where there is something to say
-    assert list(result) in (TOP_KEYS + notes, TOP_KEYS + TARGET_KEYS + notes)
+    assert list(result) in (TOP_KEYS + notes + VERDICT, TOP_KEYS + TARGET_KEYS + notes + VERDICT)
     check_figures(result)
     for one in result["rounds"]:
         assert list(one) == ["round", *FIGURES]

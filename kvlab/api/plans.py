@@ -285,6 +285,7 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
     from kvlab.latency.hardware import no_disk_pricing
     from kvlab.serving import ENGINES
     from kvlab.sizing import plan as planner
+    from kvlab.sizing.verdict import verdict
 
     hardware = {key: settings.pop(key) for key in HARDWARE_SETTINGS}
     options = {key: settings.pop(key) for key in list(settings) if key not in PLAN_SETTINGS}
@@ -357,18 +358,27 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         given = {"cpu_gib_per_node": float(node["cpu_gib_per_node"]), "ranks_per_node": node["ranks_per_node"]}
         given["gpus_per_node"] = node["gpus_per_node"]
         result["cache"] = dict([*list(cache.items())[:at], *given.items(), *list(cache.items())[at:]])
+    judged = result["cpu_hit_tokens"] > 0  # the verdict weighs the tier's time and cost only where it serves
+    without = {}  # the same blocks with no CPU tier, for the verdict
     if priced is not None:
         rules = {key: checked[key] for key in ("write_policy", "partial_blocks", "eviction_order")}
-        rooms = (checked["tp"], checked["kv_dtype"], gpu_tokens, checked["cpu_gib"])
+        rooms = (checked["tp"], checked["kv_dtype"], gpu_tokens)
         disk = result["cache"].get("disk_tokens")
-        result["ttft"] = _ttft(priced, made, shape, rooms, rules, window_rule, meter, disk)
+        result["ttft"] = _ttft(priced, made, shape, (*rooms, checked["cpu_gib"]), rules, window_rule, meter, disk)
+        if judged:
+            without["ttft"] = _ttft(priced, made, shape, (*rooms, 0), rules, window_rule, meter, disk)
     if load is not None:
         result["load"] = _load(load, workload, options, model_config, checked, hardware, result["cache"], max_memory)
+        if judged:
+            alone = {**result["cache"], "cpu_tokens": 0}
+            without["load"] = _load(load, workload, options, model_config, checked, hardware, alone, max_memory)
     if prices is not None:
         system, gpus = hardware["gpu_system"], checked["tp"]
         disk_gib = result["cache"].get("disk_gib", 0)
         per_hour = prices.per_hour(system, gpus, checked["cpu_gib"], disk_gib)
         result["cost"] = {"gpus": gpus, "per_hour": per_hour, **prices.describe(system)}
+        without["cost"] = {**result["cost"], "per_hour": prices.per_hour(system, gpus, 0, disk_gib)}
+    result["verdict"] = verdict(result, without)
     return Plan.of(dump_json(result))
 
 

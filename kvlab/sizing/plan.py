@@ -496,7 +496,13 @@ def table(result):
         lines += load_lines(result["load"])
     if "cost" in result:
         lines += cost_lines(result["cost"])
+    lines += ["", verdict_line(result["verdict"])]
     return "\n".join(lines) + "\n"
+
+
+def verdict_line(said):
+    """Does offloading help here, for people (kvlab/sizing/verdict.py)."""
+    return f"offloading helps? {said['line']}"
 
 
 def cost_lines(cost):
@@ -711,7 +717,10 @@ def grid_table(results, rows, labels):
             for text, width, heading in zip(row, widths, columns, strict=True)
         ]
         lines.append("  ".join(cells).rstrip())
-    sections = [[*budget_lines(result), *(f"note: {note}" for note in result.get("notes", []))] for result in results]
+    sections = [
+        [*budget_lines(result), *(f"note: {note}" for note in result.get("notes", [])), verdict_line(result["verdict"])]
+        for result in results
+    ]
     lines += ["", *once(sections, labels)]
     for key, lines_of in (
         ("engine", lambda block: engine_lines(block, common)),
