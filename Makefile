@@ -99,6 +99,20 @@ bench-vllm: $(VENV)/.run-installed .venv-vllm/.installed
 	.venv-vllm/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-vllm.txt
 	touch $@
 
+# kvlab search beside NVIDIA aiconfigurator's `cli default` (bench/aiconfigurator_side_by_side.py): the best aggregated
+# and disaggregated configurations and their tokens/s/GPU for Llama-3.1-8B and 70B on H100s and the README's Qwen3-32B
+# setting, then the conversation trace's reuse. aiconfigurator pins its own stack: .venv-aiconfigurator (about 25 s).
+.PHONY: bench-aiconfigurator
+bench-aiconfigurator: $(VENV)/.run-installed .venv-aiconfigurator/.installed
+	@echo "Running aiconfigurator and kvlab search side by side (a few minutes) ..."
+	$(BIN)/python bench/aiconfigurator_side_by_side.py
+
+.venv-aiconfigurator/.installed: requirements-aiconfigurator.txt
+	@echo "Installing the aiconfigurator bench extra into .venv-aiconfigurator ..."
+	$(PYTHON) -m venv .venv-aiconfigurator
+	.venv-aiconfigurator/bin/pip install --quiet -r requirements-aiconfigurator.txt
+	touch $@
+
 .venv-aisimulate/.installed: requirements-aisimulate.txt
 	@echo "Installing the AISimulate bench extra into .venv-aisimulate ..."
 	$(PYTHON) -m venv .venv-aisimulate

@@ -36,6 +36,7 @@ include: "rules/measurement.smk"
 include: "rules/replay.smk"
 include: "rules/policies.smk"
 include: "rules/planner.smk"
+include: "rules/search.smk"
 include: "rules/ttft.smk"
 include: "rules/plots.smk"
 

@@ -16,7 +16,17 @@ docs/python.md),
 imported when first used, so that ``import kvlab`` stays light.
 """
 
-FUNCTIONS = ("plan", "replay", "simulate", "curve", "size", "ttft_predict", "ttft_breakeven", "ttft_systems")  # api's
+FUNCTIONS = (
+    "plan",
+    "replay",
+    "simulate",
+    "search",
+    "curve",
+    "size",
+    "ttft_predict",
+    "ttft_breakeven",
+    "ttft_systems",
+)  # api's
 
 
 def __getattr__(name):

@@ -107,6 +107,23 @@ def plan_inputs(wildcards):
     return with_trace(inputs, workload)
 
 
+def search_inputs(wildcards):
+    inputs = {"code": code("search"), "model": paths.search_model(config, wildcards.search)}
+    trace = config["searches"][wildcards.search]["workload"].get("trace")
+    if trace:
+        inputs["trace"] = trace
+    return inputs
+
+
+def search_evaluations(wildcards):
+    """The evaluations a search's answer reads: one per candidate its checkpoint listed."""
+    listed = checkpoints.search_candidates.get(search=wildcards.search).output[0]
+    with open(listed, encoding="utf-8") as lines:
+        ids = [line.split()[0] for line in lines if line.strip()]
+    folder = paths.search_folder(wildcards.search)
+    return [f"{folder}/evaluations/{identifier}.json" for identifier in ids]
+
+
 def ttft_budgets_inputs(wildcards):
     inputs = {"code": code("ttft"), "model": paths.TTFT_MODEL}
     inputs["model_config"] = paths.plan_model(config, wildcards.plan)

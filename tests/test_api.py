@@ -23,7 +23,14 @@ from kvlab import api
 QWEN = "models/Qwen2.5-1.5B-Instruct/config.json"
 GEMMA = "models/gemma-3-27b-it/config.json"
 DOCS = ROOT / "docs" / "python.md"
-FUNCTIONS = {"plan": "plan", "replay": "replay", "simulate": "simulate", "curve": "mrc", "size": "size"}  # its command
+FUNCTIONS = {
+    "plan": "plan",
+    "replay": "replay",
+    "simulate": "simulate",
+    "search": "search",
+    "curve": "mrc",
+    "size": "size",
+}  # its command
 TTFT_FUNCTIONS = {"ttft_predict": "predict", "ttft_breakeven": "breakeven", "ttft_systems": "systems"}  # kvlab ttft's
 SOME = settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -75,7 +75,7 @@ def test_every_job_went_through_the_submit_script_and_succeeded(cluster_run):
     folder, removed, output = cluster_run
     jobs, local = submitted(folder), local_rules()
     assert {"plot", "measurement_copy"} <= local  # the figures and the copy at least
-    started = re.findall(r"^rule (\w+):$", output, flags=re.MULTILINE)
+    started = re.findall(r"^(?:rule|checkpoint) (\w+):$", output, flags=re.MULTILINE)  # a checkpoint is a job too
     assert Counter(jobs.values()) == Counter(started)
     assert set(re.findall(r"^localrule (\w+):$", output, flags=re.MULTILINE)) == local & set(removed)
     assert set(re.findall(r"with external jobid '([^']+)'", output)) == set(jobs)

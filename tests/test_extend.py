@@ -15,6 +15,8 @@ from conftest import ROOT, load_config, results_tree, run_pipeline, scratch_copy
 
 from kvlab.cache.eviction import EVICTION_POLICIES
 from kvlab.cache.write_policies import WRITE_POLICIES
+from kvlab.fleet.routers import ROUTERS
+from kvlab.latency.systems import system_names
 from kvlab.workflow import checks, paths
 from kvlab.workflow.config import validate
 
@@ -88,7 +90,7 @@ def extensions(config):
                 homes[name] = path
             else:
                 undo()
-    pool = ["rev", "fwd", *WRITE_POLICIES, *EVICTION_POLICIES, *maps.values()]
+    pool = ["rev", "fwd", *WRITE_POLICIES, *EVICTION_POLICIES, *ROUTERS, *system_names(), *maps.values()]
     lists, exempt = [], []
     for path, node in list(walk(extended)):
         if not isinstance(node, list):

@@ -23,6 +23,7 @@ from kvlab.latency.hardware import HardwareModel, HardwareSettings
 from kvlab.latency.systems import read_system, systems_dir
 from kvlab.sizing import plan as planner
 from kvlab.sizing.model_size import read_model_config
+from kvlab.sizing.verdict import verdict
 from kvlab.util.files import dump_json
 from kvlab.workloads import WORKLOADS
 
@@ -95,7 +96,7 @@ def test_one_budget_is_the_plan_as_before(singles):
     direct = planner.plan(
         made, "Llama-3.1-8B-Instruct", shape, 1, GPU_TOKENS, Decimal("1"), "write-through", "drop", "tail-first"
     )
-    assert text == dump_json(direct)
+    assert text == dump_json({**direct, "verdict": verdict(direct)})  # the API adds the verdict
     assert text == api.plan(**KEYWORDS, cpu_gib="1").text
     old = plan_run("--cpu-gb", "1")
     assert (old.returncode, old.stdout) == (0, text)
@@ -182,8 +183,9 @@ def test_the_ttft_is_there_only_with_a_system_and_names_its_source(singles, pric
             for row in [ttft["all"], *ttft["rounds"]]:
                 assert [row[key] for key in STATS] == sorted(row[key] for key in STATS[:3]) + [row["mean_ms"]]
                 assert all(isinstance(row[key], float) and row[key] > 0 for key in STATS)
-            own = {key: value for key, value in plan.items() if key not in ("ttft", "engine")}
-            assert own == json.loads(singles[budget])  # the plan's own figures stay
+            own = {key: value for key, value in plan.items() if key not in ("ttft", "engine", "verdict")}
+            alone = json.loads(singles[budget])
+            assert own == {key: value for key, value in alone.items() if key != "verdict"}  # the plan's own figures
 
 
 def independent(plan, source):
@@ -276,7 +278,7 @@ def test_the_table_shows_each_rounds_ttft_and_its_source(priced):
     for row in [*ttft["rounds"], {**ttft["all"], "round": "all"}]:
         assert f"  {row['round']}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms\n" in table
     assert f"  source: {ttft['latency']['prefill']}; {ttft['latency']['composition']}\n" in table
-    assert "roofline" in table.splitlines()[-1]
+    assert "roofline" in table.splitlines()[-3]  # before the verdict
 
 
 def test_every_hardware_setting_reaches_the_model(priced):

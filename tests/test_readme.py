@@ -4,6 +4,7 @@ land outside it); the output a page shows under a command is what it prints. doc
 shell block is a synopsis (`[--gpu 21520] ...`), not an example."""
 
 import re
+import shlex
 
 import pytest
 from conftest import ROOT, kvlab
@@ -17,7 +18,7 @@ def shell_blocks(text):
     blocks = []
     for found in re.finditer(r"```sh\n(.*?)```\n(?:\n```\n(.*?)```)?", text, flags=re.DOTALL):
         joined = found.group(1).replace("\\\n", " ")
-        commands = [re.sub(r"\s+#.*$", "", line).split() for line in joined.splitlines() if line.strip()]
+        commands = [shlex.split(re.sub(r"\s+#.*$", "", line)) for line in joined.splitlines() if line.strip()]
         blocks.append((commands, found.group(2)))
     return blocks
 

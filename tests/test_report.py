@@ -72,6 +72,7 @@ def report_artifacts(config):
     """Every artifact marked report() in rules/*.smk, as the config names them."""
     lab = [f"results/{name}.json" for name in [*config["runs"], *config["sweeps"], "measured"]]
     planner = [paths.POLICY_CLIFF, *map(paths.plan_path, config["plans"]), paths.TTFT_TABLE]
+    planner += list(map(paths.search_path, config.get("searches", {})))
     real = [paths.REAL_MEASURED, paths.REAL_TABLE] if "real_measurement" in config else []
     return sorted(lab + planner + real + list(map(paths.plot_path, paths.plot_inputs(config))))
 

@@ -28,6 +28,7 @@ HOMES = {
     "curves": ("curve", "Curve", "CURVE_SETTINGS"),
     "sizes": ("size", "Size", "fitting"),
     "simulates": ("simulate", "Simulation"),
+    "searches": ("search", "Search"),
     "ttfts": ("ttft_predict", "ttft_breakeven", "ttft_systems", "TtftPrediction"),
     "common": ("Grid", "workload_of", "compile_notice"),
 }
@@ -39,6 +40,7 @@ __all__ = [
     "KvlabError",
     "Plan",
     "Replay",
+    "Search",
     "SettingError",
     "Simulation",
     "Size",
@@ -46,6 +48,7 @@ __all__ = [
     "curve",
     "plan",
     "replay",
+    "search",
     "simulate",
     "size",
     "ttft_breakeven",

@@ -82,8 +82,9 @@ def verdict(result, without=None):
             return _said(
                 False,
                 "light_load",
-                f"no: at this load the engine keeps up without the tier (no queue for it to shorten): throughput {unloaded['output_tokens_per_s']}"
-                f" -> {load['output_tokens_per_s']} output tokens/s, TTFT p99 {unloaded['ttft_ms']['p99']} ->"
+                "no: at this load the engine keeps up without the tier (no queue for it to shorten): throughput"
+                f" {unloaded['output_tokens_per_s']} -> {load['output_tokens_per_s']} output tokens/s, TTFT p99"
+                f" {unloaded['ttft_ms']['p99']} ->"
                 f" {load['ttft_ms']['p99']} ms ({_signed(gains['ttft'] or 0)})",
             )
         parts.append(

@@ -85,6 +85,7 @@ def check_config(config):
     check_policies(config)
     check_mrc(config)
     check_plans(config)
+    check_searches(config)
     check_ttft(config)
     check_real(config)
     check_hardware(config)
@@ -220,6 +221,23 @@ def check_plans(config):
     """Each plan's workload exists, and its model config can be read and split over its tp."""
     for name, plan in config["plans"].items():
         check_served(config, ("plans", name), plan)
+
+
+def check_searches(config):
+    """Each search's settings, as kvlab search checks them before any work (its dry run): a GPU system it does not
+    know, a router, an SLO it cannot read, a model it cannot size, a budget its prices refuse."""
+    from kvlab.api.searches import search
+    from kvlab.util.errors import KvlabError
+
+    for name, spec in config.get("searches", {}).items():
+        workload = spec["workload"]
+        keywords = {k: v for k, v in workload.items() if k != "source"}
+        keywords |= {"model_config": spec["model_config"], "slo": spec["slo"], **spec.get("settings", {})}
+        keywords |= spec["space"]
+        try:
+            search(workload=workload["source"], **keywords, dry_run=True)
+        except (KvlabError, TypeError) as error:
+            raise ConfigError(f"config: searches.{name}: {error}") from None
 
 
 def check_served(config, key, spec):

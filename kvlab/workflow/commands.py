@@ -405,6 +405,20 @@ def ttft_hardware_simulate(config, workload, cpu_blocks, speedup):
     return f"{line} --cpu-blocks {cpu_blocks} --speedup {speedup}"
 
 
+def search(config, search, candidate=None):
+    """``kvlab search``'s line of a search (its rules add where the evaluations go, and which step it is: a
+    ``candidate`` simulated, rules/search.smk)."""
+    spec = config["searches"][search]
+    workload = spec["workload"]
+    given = {**{k: v for k, v in workload.items() if k != "source"}, "model_config": spec["model_config"]}
+    given |= {"slo": spec["slo"], **spec.get("settings", {}), **spec["space"]}
+    words = ["search", "--workload", workload["source"]]
+    for key, value in given.items():
+        value = listed(value) if isinstance(value, list) else value
+        words += [f"--{key.replace('_', '-')}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return " ".join(shlex.quote(word) for word in words)
+
+
 def plot(config, plot):
     return f"plots {plot} " + plot_args(config, plot)
 
@@ -413,7 +427,7 @@ LINES = {
     function.__name__: function
     for function in (lab_run, sweep_point, sweep_collect, example_measurement, replay_point, policy_cliff, policy_table)
     + (mrc_gpu, mrc_cpu, plan, ttft_fit, real_ttft_fit, ttft_sweep, ttft_budgets, ttft_hardware_lab)
-    + (ttft_hardware_budgets, ttft_hardware_simulate, plot)
+    + (ttft_hardware_budgets, ttft_hardware_simulate, search, plot)
 }
 
 
@@ -442,6 +456,8 @@ def jobs(config):
                 yield ("mrc", "workloads"), "mrc_cpu", {"workload": workload, "block_tokens": block, "gpu_tokens": gpu}
     for name in config["plans"]:
         yield ("plans", name), "plan", {"plan": name}
+    for name in config.get("searches", {}):
+        yield ("searches", name), "search", {"search": name}
     yield ("ttft", "setting"), "ttft_fit", {}
     if "real_measurement" in config:
         yield ("real_measurement",), "real_ttft_fit", {}

@@ -90,6 +90,20 @@ def plan_model(config, name):
     return str(Path(config["plans"][name]["model_config"]))
 
 
+def search_path(name):
+    return f"results/search/{name}.json"
+
+
+def search_folder(name):
+    """Where a search's candidates and evaluations go (work/: not committed)."""
+    return f"work/search/{name}"
+
+
+def search_model(config, name):
+    """The model config a search reads (a Snakemake input)."""
+    return str(Path(config["searches"][name]["model_config"]))
+
+
 TTFT_MODEL = "results/ttft/model.json"
 
 
@@ -262,6 +276,7 @@ def all_targets(config):
     replay = [replay_table_path(workload) for workload in config["replay"]["workloads"]]
     policies = [POLICY_CLIFF, *map(policy_table_path, config["policies"]["tables"]["workloads"])]
     planner = mrc_targets(config) + list(map(plan_path, config["plans"]))
+    planner += list(map(search_path, config.get("searches", {})))
     plots = list(map(plot_path, plot_inputs(config)))
     ttft = ttft_targets(config) + hardware_targets(config)
     return lab + replay + policies + planner + ttft + real_targets(config) + plots
