@@ -138,9 +138,10 @@ def searched(setting, trace, load, folder, layouts):
     return {
         "configuration": winner["configuration"],
         "tokens_per_s_per_gpu": round(figures["output_tokens_per_s"] / gpus, 1),
-        "offered_per_gpu": round(float(load[1]) * setting["osl"] / gpus, 1),
+        "offered_per_gpu": round(float(load[1]) * setting["osl"] / gpus, 1) if load else None,
         "ttft_mean_ms": figures["ttft_ms"]["mean"],
         "tpot_mean_ms": figures["tpot_ms"]["mean"],
+        "hit_ratio": figures["token_hit_ratio"],
         "cost_per_hour": winner["cost_per_hour"],
     }, document["search"]
 
@@ -199,7 +200,12 @@ def conversation(args, work):
     for name, trace in (("with its reuse", TRACE), ("without reuse", unique)):
         found, counts = searched(setting, trace, [], work / f"ev-{name[:4]}", space)
         config = found["configuration"] if found else None
-        said = f"{config['instances']}x tp{config['tp']} ({config['gpus']} GPUs)" if config else "nothing meets it"
+        said = (
+            f"{config['instances']}x tp{config['tp']} ({config['gpus']} GPUs), TTFT mean {found['ttft_mean_ms']} ms,"
+            f" TPOT mean {found['tpot_mean_ms']} ms, hit ratio {found['hit_ratio']}"
+            if config
+            else "nothing meets it"
+        )
         print(f"  kvlab search {name}: {said} ({counts['evaluated']} simulated)")
 
 

@@ -168,7 +168,7 @@ def test_the_table_names_the_winner_and_ends_with_the_verdict(found):
         ({"slo": "ttft_p42<=2s"}, "argument --slo: 'ttft_p42' is not a metric"),
         ({"slo": "throughput<=5"}, "argument --slo: throughput: a rate is a floor"),
         ({"slo": "ttft_p99<=1s,ttft_p99<=2s"}, "argument --slo: ttft_p99 is given twice"),
-        ({"gpu_system": ["h100_sxm", "nope"]}, "argument --gpu-system: 'nope' is not a GPU system"),
+        ({"gpu_system": ["h100_sxm", "nope"]}, "argument --gpu-system: 'nope': no such GPU system"),
         ({"prefill_decode": ["2-1"]}, "argument --prefill-decode: expected PREFILL:DECODE"),
         ({"frontier_reach": "0.5"}, "argument --frontier-reach: expected a factor from 1 to 1000"),
         ({"instances": [1, 1]}, "argument --instances: instance counts: an item is given twice"),
@@ -207,3 +207,66 @@ def test_prefill_apart_from_decode_alone_searches_only_splits():
             row["configuration"]["gpus"]
             == row["configuration"]["prefill_instances"] + row["configuration"]["decode_instances"]
         )
+
+
+def test_a_throughput_target_is_a_floor_and_a_tp_that_does_not_split_is_left_aside():
+    found = api.search(
+        **WORKLOAD,
+        **HARDWARE,
+        **LOAD,
+        model_config=LLAMA,
+        slo="throughput>=100,ttft_p99<=1500ms",
+        gpu_system="h200_sxm",
+        tp=[1, 3],
+    ).to_dict()
+    assert found["search"]["no_room"] == 1  # 8 KV heads do not split over TP 3
+    winner = found["winner"]
+    assert winner["configuration"]["tp"] == 1 and winner["figures"]["output_tokens_per_s"] >= 100
+    unreachable = api.search(
+        **WORKLOAD, **HARDWARE, **LOAD, model_config=LLAMA, slo="throughput>=1e9", gpu_system="h200_sxm"
+    ).to_dict()
+    assert unreachable["search"]["bounds"] == 1 and unreachable["winner"] is None
+
+
+def test_a_damaged_evaluation_is_simulated_again_or_named(found, tmp_path):
+    folder = ["--evaluations", str(tmp_path)]
+    assert kvlab(*COMMAND, *folder).returncode == 0
+    kept = sorted(tmp_path.glob("*.json"))
+    kept[0].write_text('{"gpu_tokens": -1}', encoding="utf-8")
+    named = kvlab(*COMMAND, *folder, "--from-evaluations")
+    assert named.returncode == 1 and named.stderr.startswith(f"kvlab search: error: {kept[0]}: not an evaluation")
+    again = kvlab(*COMMAND, *folder)
+    assert again.returncode == 0 and again.stdout == found.text
+    assert "1 simulated" in again.stderr
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--candidates", "--from-evaluations"], "argument --from-evaluations: not allowed with argument --candidates"),
+        (["--candidates", "--format", "table"], "argument --format: --candidates prints no answer"),
+    ],
+)
+def test_the_fan_out_steps_are_one_at_a_time(extra, words):
+    done = kvlab(*COMMAND, *extra)
+    assert done.returncode == 2 and words in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"gpu_system": None}, "argument --gpu-system: expected a value, got None"),
+        ({"router": None}, "argument --router: expected a value, got None"),
+        ({"prices": 5}, "argument --prices: expected a name, got 5"),
+        ({"evaluations": ""}, "argument --evaluations: expected a name, got ''"),
+        ({"max_memory": "abc"}, "argument --max-memory: "),
+        ({"simulate": "no"}, "simulate: expected True or False, got 'no'"),
+        ({"frontier_reach": True}, "argument --frontier-reach: expected a factor from 1 to 1000, got True"),
+        ({"rate": None, "clients": 4, "prefill_decode": ["1:1"]}, "argument --clients: prefill apart from decode"),
+    ],
+)
+def test_the_api_refuses_in_the_commands_words(change, words):
+    keywords = {**WORKLOAD, **HARDWARE, **LOAD, **SPACE, "model_config": LLAMA, "slo": SLO, **change}
+    with pytest.raises(api.SettingError) as raised:
+        api.search(**keywords)
+    assert str(raised.value).startswith(words)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from kvlab.api.common import _frame, _Result
+from kvlab.api.common import _frame, _guarded, _Result
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json, shown
 from kvlab.util.settings import Declared, setting
@@ -121,6 +121,8 @@ class SLO(tuple):
                 if unit not in ("ms", "s"):
                     raise ValueError(f"{metric}: give the time's unit, ms or s, got {shown(number + unit)}")
                 bound = bound * 1000 if unit == "s" else bound
+                if not math.isfinite(bound):
+                    raise ValueError(f"{metric}: expected a time below 1e300 s, got {shown(number + unit)}")
             else:
                 if op[0] != ">":
                     raise ValueError(f"{metric}: a rate is a floor (>= or >), got {op}")
@@ -128,7 +130,7 @@ class SLO(tuple):
                     raise ValueError(f"{metric}: a rate is per second, got unit {shown(unit)}")
             if any(term.metric == metric for term in terms):
                 raise ValueError(f"{metric} is given twice")
-            terms.append(Term(metric, op, bound))
+            terms.append(Term(metric, op, bound + 0.0))  # -0 is 0
         return cls(terms)
 
     def text(self):
@@ -160,7 +162,7 @@ def _items(convert, what):
 def _choice(choices, what):
     def convert(value):
         if value not in choices:
-            raise ValueError(f"{shown(value)} is not a {what} (choose from {', '.join(choices)})")
+            raise ValueError(f"{shown(value)}: no such {what} (choose from {', '.join(choices)})")
         return value
 
     return convert
@@ -172,12 +174,11 @@ def _layout(value):
 
     if isinstance(value, tuple) and len(value) == 2:  # already read
         value = f"{value[0]}:{value[1]}"
-    text = str(value)
-    prefill, colon, decode = text.partition(":")
-    if not colon:
+    parts = [part.strip() for part in str(value).split(":")]
+    if len(parts) != 2:
         raise ValueError(f"expected PREFILL:DECODE instances such as 2:1, got {shown(value)}")
     number = whole_number(1, MAX_INSTANCES)
-    return number(prefill), number(decode)
+    return number(parts[0]), number(parts[1])
 
 
 def _gib(value):
@@ -187,10 +188,22 @@ def _gib(value):
 
 
 def _reach(value):
+    if isinstance(value, bool):
+        raise ValueError(f"expected a factor from 1 to 1000, got {shown(value)}")
     number = float(value)
     if not (math.isfinite(number) and 1 <= number <= 1000):
         raise ValueError(f"expected a factor from 1 to 1000, got {shown(value)}")
     return number
+
+
+def _name(value):
+    """A file's or a folder's name: text (or a path), not empty."""
+    import os
+
+    value = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a name, got {shown(value)}")
+    return value
 
 
 def _systems(value):
@@ -217,7 +230,7 @@ def _scopes(value):
     return _items(_choice(CPU_SCOPES, "CPU scope"), "CPU scopes")(value)
 
 
-for _convert in (_systems, _engines, _routers, _scopes):
+for _convert in (_systems, _engines, _routers, _scopes, _name):
     _convert.takes_objects = True
 
 
@@ -263,6 +276,7 @@ class SearchSpace(Declared):
     prices: str = setting(
         "default",
         help="a prices file (kvlab/latency/list_prices.yaml's shape), or default (kvlab's public list prices)",
+        convert=_name,
         metavar="FILE",
     )
     frontier_reach: float = setting(
@@ -274,8 +288,14 @@ class SearchSpace(Declared):
     evaluations: str | None = setting(
         None,
         help="the folder that keeps each simulation (default: the user's cache folder, kvlab/util/user_cache.py)",
+        convert=_name,
         metavar="DIR",
     )
+
+    def check(self):
+        for name in ("slo", "gpu_system", "engine", "tp", "cpu_gib", "cpu_scope", "router", "prices", "frontier_reach"):
+            if getattr(self, name) is None:
+                raise SettingError(f"argument --{name.replace('_', '-')}: expected a value, got None")
 
 
 @dataclass(frozen=True)
@@ -454,8 +474,10 @@ class Bounds:
     def _needed(self, term):
         import numpy as np
 
-        name, stat = term.metric.split("_")
-        if self.times is None or name != "ttft" or stat == "mean" or not len(self.ttft):
+        if self.times is None or not term.metric.startswith("ttft_") or term.metric.endswith("mean"):
+            return 0.0
+        stat = term.metric.split("_")[1]
+        if not len(self.ttft):
             return 0.0
         count = len(self.ttft)
         allowed = allowed_misses(count, stat)
@@ -485,7 +507,7 @@ class Bounds:
 # --- the search ------------------------------------------------------------------------------------------------
 
 
-def search(*, workload, model_config, max_memory=None, simulate=True, dry_run=False, **settings):
+def search(*, workload, model_config, slo, gpu_system, max_memory=None, simulate=True, dry_run=False, **settings):
     """The cheapest configuration of the space that meets the SLO, the frontier of cost against the SLO's first
     metric, and whether offloading helps (the module's docstring): a :class:`Search`. ``settings``: the space's
     (:class:`SearchSpace`' fields), the arrivals' (``speedup``, ``rate``, ``clients``, ``seed``), the engine's
@@ -494,28 +516,44 @@ def search(*, workload, model_config, max_memory=None, simulate=True, dry_run=Fa
     from ``evaluations`` (the pipeline's fan-out: :func:`candidates`, :func:`evaluate`); one it lacks is an error.
     With ``dry_run``, None once every setting is checked as the search checks it, nothing simulated (what ``kvlab
     config`` asks of a job)."""
-    searcher = _Searcher(workload, model_config, max_memory, settings)
-    if dry_run:
-        return None
-    return Search.of(searcher.run(simulate), searcher.simulated, searcher.kept)
+    for name, value in (("simulate", simulate), ("dry_run", dry_run)):
+        if not isinstance(value, bool):
+            raise SettingError(f"{name}: expected True or False, got {shown(value)}")
+    given = {**settings, "slo": slo, "gpu_system": gpu_system}
+
+    def answer():
+        searcher = _Searcher(workload, model_config, max_memory, given)
+        if dry_run:
+            return None
+        return Search.of(searcher.run(simulate), searcher.simulated, searcher.kept)
+
+    return _guarded(answer, {})
 
 
 def candidates(*, workload, model_config, max_memory=None, **settings):
     """The configurations a search would evaluate (those its bounds leave), cheapest first: each ``ID LABEL``, the
     ID naming its evaluation in ``evaluations``."""
-    searcher = _Searcher(workload, model_config, max_memory, settings)
-    left, _ = searcher.candidates()
-    return [f"{searcher.entry(config).stem} {config.label()}" for config in left]
+
+    def listed():
+        searcher = _Searcher(workload, model_config, max_memory, settings)
+        left, _ = searcher.candidates()
+        return [f"{searcher.entry(config).stem} {config.label()}" for config in left]
+
+    return _guarded(listed, {})
 
 
 def evaluate(identifier, *, workload, model_config, max_memory=None, **settings):
     """Simulate the candidate ``identifier`` (:func:`candidates`' first word) into ``evaluations``."""
-    searcher = _Searcher(workload, model_config, max_memory, settings)
-    left, _ = searcher.candidates()
-    found = [config for config in left if searcher.entry(config).stem == identifier]
-    if not found:
-        raise SettingError(f"argument --evaluate: {shown(identifier)} is none of this search's candidates")
-    searcher.evaluate(found[0])
+
+    def simulated():
+        searcher = _Searcher(workload, model_config, max_memory, settings)
+        left, _ = searcher.candidates()
+        found = [config for config in left if searcher.entry(config).stem == identifier]
+        if not found:
+            raise SettingError(f"argument --evaluate: {shown(identifier)} is none of this search's candidates")
+        searcher.evaluate(found[0])
+
+    return _guarded(simulated, {})
 
 
 class _Searcher:
@@ -524,12 +562,13 @@ class _Searcher:
     def __init__(self, workload, model_config, max_memory, settings):
         from dataclasses import fields
 
-        from kvlab.api.common import _hardware_values, workload_of
+        from kvlab.api.common import _hardware_values, _setting, workload_of
         from kvlab.latency.hardware import HardwareSettings
         from kvlab.latency.list_prices import load_prices
         from kvlab.simulator.arrivals import Arrivals
         from kvlab.simulator.settings import EngineSettings
         from kvlab.sizing.model_size import read_model_config
+        from kvlab.util.memory import memory_size
 
         space = {found.name: settings.pop(found.name) for found in fields(SearchSpace) if found.name in settings}
         self.space = SearchSpace(**space)
@@ -552,7 +591,16 @@ class _Searcher:
         self.options = {k: v for k, v in settings.items() if v is not None}
         if self.options.get("trace") == "-":
             raise SettingError("argument --trace: a search reads the trace once per simulation: give a file, not -")
-        self.workload, self.model_config, self.max_memory = workload, str(model_config), max_memory
+        if self.arrivals.kind == "clients" and self.space.prefill_decode:
+            raise SettingError(
+                "argument --clients: prefill apart from decode takes open arrivals (--speedup or --rate)"
+            )
+        try:
+            model_config = _name(model_config)
+        except ValueError as error:
+            raise SettingError(f"argument --model-config: {error}") from None
+        _setting("max_memory", memory_size, max_memory)  # checked before any work, as each simulation checks it
+        self.workload, self.model_config, self.max_memory = workload, model_config, max_memory
         self.made = workload_of(workload, dict(self.options), None, "search")
         self.shape = read_model_config(model_config)
         self.prices = load_prices(self.space.prices)
@@ -629,18 +677,23 @@ class _Searcher:
 
     def _bounds(self, system, engine, tp):
         from kvlab.latency.hardware import HardwareModel, HardwareSettings
+        from kvlab.serving.vllm import gpu_pool
         from kvlab.simulator.cost import StepCost
 
+        try:  # the model's heads may not split over this TP
+            self.shape.bytes_per_token(tp, self.hardware.get("kv_dtype", "auto"))
+        except ValueError:
+            return None
         settings = HardwareSettings(
             model_config=self.model_config, gpu_system=system, engine=engine, tp=tp, **self.hardware
         )
-        from kvlab.serving.vllm import gpu_pool
-
         model = HardwareModel(settings, self.made.block_tokens)
         engine = self.engine
         try:  # the engine's memory rule (kvlab simulate's): the weights may leave no room at this TP
             gpu_pool(model, self.made.block_tokens, engine.gpu_memory_utilization, engine.max_num_batched_tokens)
-        except SettingError:
+        except SettingError as error:
+            if "no KV block fits" not in str(error):
+                raise
             return None
         cost = StepCost(model, self.made.block_tokens)
         return Bounds(self.requests, cost, engine.max_num_batched_tokens, engine.chunked_prefill)
@@ -648,25 +701,32 @@ class _Searcher:
     def candidates(self):
         """The configurations left to simulate, cheapest first, and the counts of the others by why they were left."""
         configs, counts = self.configurations()
+        if not len(self.requests.tokens):
+            raise KvlabError("the workload has no requests: nothing to search with")
         node = {}
         for system in self.space.gpu_system:
             shape = self.prices.system(system).node
             node[system] = shape.host_memory_gib / shape.gpus
+        counts |= {"host_memory": 0, "no_room": 0, "never_evicts": 0, "bounds": 0, "load_bounds": 0}
+        usable = []
+        for config in configs:
+            if float(config.cpu_gib) > node[config.gpu_system]:
+                counts["host_memory"] += 1
+            elif self.bounds(config.gpu_system, config.engine, config.tp) is None:
+                counts["no_room"] += 1
+            else:
+                usable.append(config)
         room = self.requests.room
         fills = {}  # (system, engine, tp, layout, scope, router) -> the smallest budget that never evicts
-        for config in sorted(configs, key=lambda c: c.cpu_gib):
+        for config in sorted(usable, key=lambda c: c.cpu_gib):
             tokens = self.cpu_tokens(config) * (config.layout[0] if config.cpu_scope == "shared" else 1)
             if tokens >= room:
                 fills.setdefault(
                     (config.gpu_system, config.engine, config.tp, config.layout, config.cpu_scope, config.router),
                     config.cpu_gib,
                 )
-        counts |= {"host_memory": 0, "never_evicts": 0, "no_room": 0, "bounds": 0, "load_bounds": 0}
         left = []
-        for config in configs:
-            if float(config.cpu_gib) > node[config.gpu_system]:
-                counts["host_memory"] += 1
-                continue
+        for config in usable:
             smallest = fills.get(
                 (config.gpu_system, config.engine, config.tp, config.layout, config.cpu_scope, config.router)
             )
@@ -674,9 +734,6 @@ class _Searcher:
                 counts["never_evicts"] += 1
                 continue
             bounds = self.bounds(config.gpu_system, config.engine, config.tp)
-            if bounds is None:
-                counts["no_room"] += 1
-                continue
             if not all(_reachable(term, bounds.of(term)) for term in self.space.slo):
                 counts["bounds"] += 1
                 continue
@@ -730,20 +787,24 @@ class _Searcher:
             return self.memo[config]
         path = self.entry(config)
         found = user_cache.read(path)
-        figures = None
-        if found is not None:
-            try:
-                figures = json.loads(found)
-                self.kept += 1
-            except ValueError:  # a damaged entry: simulated again
-                figures = None
-        if figures is None:
+        figures = _sound(found)
+        if found is not None and figures is None and not simulate:
+            raise KvlabError(
+                f"{path}: not an evaluation kvlab search wrote: remove it and simulate it again (kvlab search"
+                f" --evaluate {path.stem})"
+            )
+        if figures is not None:
+            self.kept += 1
+        else:  # not kept, or damaged: simulated (again)
             if not simulate:
                 return None
             figures = self._simulate(config)
             self.simulated += 1
             if self.folder is not None:
-                self.folder.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.folder.mkdir(parents=True, exist_ok=True)
+                except OSError as error:
+                    raise KvlabError(f"--evaluations {self.folder}: cannot write there ({error.strerror})") from None
             user_cache.keep(path, dump_json(figures).encode())
         self.memo[config] = figures
         return figures
@@ -779,10 +840,8 @@ class _Searcher:
                 **self.arrival_keywords(),
                 **self.settings_of(config),
             )
-        except SettingError as error:  # the configuration, not the search: the model's weights do not fit ...
-            return {"error": str(error)}
-        except KvlabError as error:
-            if "GPU pool" not in str(error):
+        except KvlabError as error:  # every request longer than this configuration's pool: it serves none
+            if "GPU pool" not in str(error) or isinstance(error, SettingError):
                 raise
             return {"error": str(error)}
 
@@ -952,6 +1011,58 @@ class _Searcher:
             f" saved); {first.metric} {winner[first.metric]} with the tier, {first.value(baseline['figures'])} without"
         )
         return {"offload_helps": True, "reason": "cheaper_with", "line": line}
+
+
+FIGURES = {  # what an evaluation holds, and of which type (kvlab/api/searches.py _simulate)
+    "gpu_tokens": int,
+    "cpu_tokens": int,
+    "requests": int,
+    "refused": int,
+    "ttft_ms": dict,
+    "tpot_ms": dict,
+    "e2e_ms": dict,
+    "requests_per_s": float,
+    "output_tokens_per_s": float,
+    "token_hit_ratio": float,
+    "preemptions": int,
+}
+
+
+def _sound(found):
+    """A kept evaluation's figures, or None where there are none or they are not what :meth:`_Searcher._simulate`
+    writes (a damaged or foreign file is simulated again, or named)."""
+    if found is None:
+        return None
+    try:
+        figures = json.loads(found)
+    except ValueError:
+        return None
+    if not isinstance(figures, dict):
+        return None
+    if set(figures) == {"error"}:
+        return figures if isinstance(figures["error"], str) else None
+
+    def number(value, kind):
+        if value is None:
+            return kind is float
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return math.isfinite(value) and value >= 0 and (kind is float or isinstance(value, int))
+
+    if set(figures) != set(FIGURES):
+        return None
+    for key, kind in FIGURES.items():
+        value = figures[key]
+        if kind is dict:
+            if (
+                not isinstance(value, dict)
+                or set(value) != set(STATS)
+                or not all(number(v, float) for v in value.values())
+            ):
+                return None
+        elif not number(value, kind):
+            return None
+    return figures
 
 
 def allowed_misses(count, stat):

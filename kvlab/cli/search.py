@@ -48,6 +48,7 @@ class FanOut:
     )
 
 
+FAN_OUT = {"--candidates": "candidates", "--evaluate": "evaluate", "--from-evaluations": "from_evaluations"}
 SPACE = tuple(found.name for found in dataclasses.fields(searches.SearchSpace))
 ENGINE = tuple(f.name for f in dataclasses.fields(EngineSettings) if f.name not in searches.ENGINE_OWN)
 
@@ -82,6 +83,11 @@ def prepare(args):
 
 
 def execute(args, parser):
+    steps = [flag for flag, given in FAN_OUT.items() if getattr(args, given) not in (None, False)]
+    if len(steps) > 1:
+        parser.error(f"argument {steps[1]}: not allowed with argument {steps[0]}")
+    if steps and steps[0] != "--from-evaluations" and args.format != "json":
+        parser.error(f"argument --format: {steps[0]} prints no answer to show as a table")
     settings = settings_of(args)
     if args.candidates:
         return Outputs(stdout="".join(f"{line}\n" for line in searches.candidates(**settings)))

@@ -27,7 +27,7 @@ def _change(before, after):
 
 
 def _signed(percent):
-    return f"{percent:+.1f}%"
+    return "from 0" if percent is None else f"{percent:+.1f}%"
 
 
 def verdict(result, without=None):
