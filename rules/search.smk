@@ -1,9 +1,11 @@
 # The cheapest fleet that meets an SLO (kvlab search, kvlab/api/searches.py): a search's simulations fanned out, one
 # job each, over whatever executor runs the workflow (profiles/slurm, profiles/cluster-generic), then its answer read
-# from them. The answer is the one kvlab search gives on one machine.
+# from them. The answer is the one kvlab search gives on one machine. Listing the candidates and reading the answer
+# are short: they run in the submitting process (localrule).
 
 
 checkpoint search_candidates:
+    localrule: True
     input:
         unpack(search_inputs),
         stamp=line_stamp("search"),
@@ -44,6 +46,7 @@ rule search_point:
 
 
 rule search:
+    localrule: True
     input:
         unpack(search_inputs),
         evaluations=search_evaluations,

@@ -48,8 +48,10 @@ def local_rules():
     """The rules the workflow runs in the submitting process (``localrule: True`` in their block), besides `all`."""
     found = set()
     for path in sorted((ROOT / "rules").glob("*.smk")):
-        for block in re.split(r"^(?=\s*rule \w+:)", path.read_text(encoding="utf-8"), flags=re.MULTILINE):
-            name = re.match(r"\s*rule (\w+):", block)
+        for block in re.split(
+            r"^(?=\s*(?:rule|checkpoint) \w+:)", path.read_text(encoding="utf-8"), flags=re.MULTILINE
+        ):
+            name = re.match(r"\s*(?:rule|checkpoint) (\w+):", block)
             if name and re.search(r"^\s+localrule: True", block, flags=re.MULTILINE):
                 found.add(name.group(1))
     return found
@@ -77,7 +79,7 @@ def test_every_job_went_through_the_submit_script_and_succeeded(cluster_run):
     assert {"plot", "measurement_copy"} <= local  # the figures and the copy at least
     started = re.findall(r"^(?:rule|checkpoint) (\w+):$", output, flags=re.MULTILINE)  # a checkpoint is a job too
     assert Counter(jobs.values()) == Counter(started)
-    assert set(re.findall(r"^localrule (\w+):$", output, flags=re.MULTILINE)) == local & set(removed)
+    assert set(re.findall(r"^local(?:rule|checkpoint) (\w+):$", output, flags=re.MULTILINE)) == local & set(removed)
     assert set(re.findall(r"with external jobid '([^']+)'", output)) == set(jobs)
     assert set(jobs.values()) == set(removed) - local
     for job in jobs:
