@@ -5,7 +5,6 @@
 
 
 checkpoint search_candidates:
-    localrule: True
     input:
         unpack(search_inputs),
         stamp=line_stamp("search"),
@@ -15,6 +14,7 @@ checkpoint search_candidates:
         "logs/search/{search}/candidates.log",
     wildcard_constraints:
         search=paths.name_pattern(config.get("searches", {})),
+    localrule: True
     params:
         line=job_line("search"),
     run:
@@ -46,7 +46,6 @@ rule search_point:
 
 
 rule search:
-    localrule: True
     input:
         unpack(search_inputs),
         evaluations=search_evaluations,
@@ -60,6 +59,7 @@ rule search:
         "logs/search/{search}.log",
     wildcard_constraints:
         search=paths.name_pattern(config.get("searches", {})),
+    localrule: True
     params:
         line=job_line("search"),
     run:

@@ -245,7 +245,8 @@ def plan(*, workload, model_config, load=None, max_memory=None, **settings):
     workload's options are keywords too."""
     given = {"workload": workload, "model_config": model_config, "load": load, "max_memory": max_memory}
     given = _bound(plan, {**given, **settings})
-    priced = functools.partial(_plan, models={})  # one hardware model for every point of a grid
+    # one hardware model, and one plan without a CPU tier (the verdict's), for every point of a grid
+    priced = functools.partial(_plan, models={}, baselines={})
     return _grid(priced, given, ("gpu_tokens", "gpu_gib", "cpu_gib", "cpu_gib_per_node", "disk_gib", "disk_tokens"))
 
 
@@ -280,7 +281,7 @@ def plan_setting(
     return made, shape, per_token, gpu_tokens if gpu_tokens is not None else tokens_in(gpu_gib, per_token)
 
 
-def _plan(*, workload, model_config, max_memory, models, load, **settings):
+def _plan(*, workload, model_config, max_memory, models, baselines, load, **settings):
     from kvlab.curves.mrc import FOOTPRINT
     from kvlab.latency.hardware import no_disk_pricing
     from kvlab.serving import ENGINES
@@ -365,13 +366,19 @@ def _plan(*, workload, model_config, max_memory, models, load, **settings):
         rooms = (checked["tp"], checked["kv_dtype"], gpu_tokens)
         disk = result["cache"].get("disk_tokens")
         result["ttft"] = _ttft(priced, made, shape, (*rooms, checked["cpu_gib"]), rules, window_rule, meter, disk)
-        if judged:
-            without["ttft"] = _ttft(priced, made, shape, (*rooms, 0), rules, window_rule, meter, disk)
+        if judged:  # a grid's points differ in their rooms only: the GPU's and the disk's name the baseline
+            key = ("ttft", gpu_tokens, disk)
+            if key not in baselines:
+                baselines[key] = _ttft(priced, made, shape, (*rooms, 0), rules, window_rule, meter, disk)
+            without["ttft"] = baselines[key]
     if load is not None:
         result["load"] = _load(load, workload, options, model_config, checked, hardware, result["cache"], max_memory)
         if judged:
-            alone = {**result["cache"], "cpu_tokens": 0}
-            without["load"] = _load(load, workload, options, model_config, checked, hardware, alone, max_memory)
+            key = ("load", gpu_tokens)
+            if key not in baselines:
+                alone = {**result["cache"], "cpu_tokens": 0}
+                baselines[key] = _load(load, workload, options, model_config, checked, hardware, alone, max_memory)
+            without["load"] = baselines[key]
     if prices is not None:
         system, gpus = hardware["gpu_system"], checked["tp"]
         disk_gib = result["cache"].get("disk_gib", 0)
