@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SNAKEMAKE := $(BIN)/snakemake
 
-.PHONY: run check test test-server lint format bench report cluster-install clean
+.PHONY: run check test test-server test-browser lint format bench report cluster-install clean
 
 # `kvlab run`: config.yaml checked as data first (no YTE templating, no alias bombs, the schema), then Snakemake,
 # one run at a time in this folder, recovering from a killed run. FORCE=results/x.json reruns what makes that
@@ -31,6 +31,21 @@ test: $(VENV)/.dev-installed
 test-server: $(VENV)/.server-installed
 	@echo "Measuring the lab's passes on a real llama-cpp-python server ..."
 	$(BIN)/python server/check.py --out work/server/measurement.jsonl
+
+# kvlab serve's page in a real browser (browser/test_page.py): headless Chromium (Debian's chromium and
+# chromium-driver, installed with apt-get the first time) fills the form for the lab and for the conversation
+# trace, checks every figure against kvlab.plan, uploads a bad trace; screenshots and times in work/browser/.
+test-browser: $(VENV)/.browser-installed
+	@echo "Driving kvlab serve's page in headless Chromium (about 15 seconds) ..."
+	$(BIN)/python -m pytest -q -p no:cacheprovider browser
+
+$(VENV)/.browser-installed: requirements-browser.txt $(VENV)/.dev-installed
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		echo "Installing Debian's chromium and chromium-driver (apt-get, about a minute) ..."; \
+		apt-get install -y -qq chromium chromium-driver >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }; }
+	$(BIN)/python -m pip install --disable-pip-version-check -r requirements-browser.txt
+	touch $@
 
 # ruff, snakefmt and `snakemake --lint` (less its one documented exception, see Snakefile)
 lint: $(VENV)/.dev-installed

@@ -5,7 +5,8 @@ knowledge), ``serving`` (the serving engines kvlab models, one module each), ``w
 from), ``cache`` (the two tiers and their settings), ``loop`` (the one request loop), ``fleet`` (instances behind a
 router), ``curves`` and ``designs``,
 ``sizing``, ``latency``, ``simulator`` (one engine instance on a clock), ``measure``, ``report``, ``api`` (the Python
-API), ``workflow`` (what the Snakefile needs; never imports ``cli``), and ``cli`` (every command, the only layer
+API), ``web`` (``kvlab serve``'s page), ``workflow`` (what the Snakefile needs; never imports ``cli``), and
+``cli`` (every command, the only layer
 that parses arguments). The three lab scripts (``kvsim``, ``scenario``, ``summarize``) stand beside them:
 standard library only, they also work when copied alone, and only their command wrappers import them.
 

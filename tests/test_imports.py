@@ -24,6 +24,7 @@ LAYERS = (
     ("kvlab.measure",),
     ("kvlab.report",),
     ("kvlab.api",),
+    ("kvlab.web",),
     ("kvlab.workflow",),
     ("kvlab.cli",),
     ("kvlab", "kvlab.__main__"),

@@ -20,6 +20,7 @@ COMMANDS = {
     "mrc": ("mrc", "the exact LRU curve of a tier at every room, and its cliffs"),
     "trace": ("trace", "a trace's figures (requests, blocks, reuse at unlimited room), or the trace in another format"),
     "plan": ("plan", "a CPU offload budget for a workload and a model: tokens per tier and GiB"),
+    "serve": ("serve", "kvlab's planner in a local web page: a form, each tier's curve, a table per CPU budget"),
     "search": ("search", "the cheapest fleet that meets an SLO: instances, TP, tiers and routers, priced per hour"),
     "size": ("size", "a model's KV cache per GPU, layer group by layer group: bytes per token, GiB for a prompt"),
     "policies": ("policies", "the offload designs side by side: write x eviction policies over rooms"),
