@@ -8,6 +8,8 @@ from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
 from kvlab.util.settings import setting
 from kvlab.workloads import whole_number
 
+UPLOAD_SECONDS = 60  # the longest a connection may send nothing (socketserver's per-connection timeout)
+
 
 @dataclasses.dataclass
 class ServeSettings:
@@ -29,19 +31,23 @@ def build_parser(prog):
 
 def execute(args, parser):
     import tempfile
+    from pathlib import Path
 
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
     from kvlab.web.app import make_app
 
-    from pathlib import Path
+    class Bounded(WSGIRequestHandler):
+        """A connection that sends nothing for UPLOAD_SECONDS is closed: an upload is bounded in time too."""
+
+        timeout = UPLOAD_SECONDS
 
     if not Path(args.models).is_dir():
         parser.error(f"argument --models: {args.models} is not a folder (the shipped models are in models/)")
     with tempfile.TemporaryDirectory(prefix="kvlab-serve-") as folder:  # uploads only; removed at exit
         app = make_app(args.models, folder, args.max_upload_mib * 2**20)
         try:
-            server = make_server(args.host, args.port, app, threaded=True)
+            server = make_server(args.host, args.port, app, threaded=True, request_handler=Bounded)
         except OSError as error:
             parser.error(f"argument --port: cannot listen on {args.host}:{args.port} ({error.strerror})")
         sys.stderr.write(f"{parser.prog}: the page is at http://{args.host}:{server.server_port}/ (Ctrl-C stops it)\n")
