@@ -135,3 +135,48 @@ def test_a_bad_trace_gets_its_line_beside_the_field(browser, page_url, tmp_path)
     said = browser.find_element(By.ID, "error-trace").text
     assert said.startswith("the uploaded trace:1: ")
     browser.save_screenshot(str(OUT / "bad_trace.png"))
+
+
+def test_the_search_page_answers_with_the_searchs_winner(browser, page_url, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from kvlab import api
+    from kvlab.api.searches import label
+
+    browser.get(page_url + "search")
+    Select(browser.find_element(By.NAME, "model")).select_by_value("Llama-3.1-8B-Instruct")
+    Select(browser.find_element(By.NAME, "workload")).select_by_value("multi_round_qa")
+    fields = {"num_users": "10", "num_rounds": "4", "time": "60", "slo": "ttft_p99<=1500ms,tpot_p99<=20ms"}
+    fields |= {"gpu_system": "h100_sxm,h200_sxm", "cpu_gib": "0,4", "load": "rate=8"}
+    for name, value in fields.items():
+        element = browser.find_element(By.NAME, name)
+        element.clear()
+        element.send_keys(value)
+    Select(browser.find_element(By.NAME, "latency_source")).select_by_value("roofline")
+    started = time.monotonic()
+    browser.find_element(By.XPATH, "//form[@action='/ask-search']//button").click()
+    for _ in range(2400):
+        if 'id="winner"' in browser.page_source or 'class="error"' in browser.page_source:
+            break
+        time.sleep(0.25)
+    seconds = time.monotonic() - started
+    browser.save_screenshot(str(OUT / "search.png"))
+    found = api.search(
+        workload="multi_round_qa",
+        num_users=10,
+        num_rounds=4,
+        time=60,
+        rate=8,
+        latency_source="roofline",
+        model_config=str(ROOT / "models" / "Llama-3.1-8B-Instruct" / "config.json"),
+        slo=fields["slo"],
+        gpu_system=fields["gpu_system"],
+        cpu_gib=fields["cpu_gib"],
+        evaluations=str(tmp_path),
+    ).to_dict()
+    winner = found["winner"]
+    expected = f"winner: {label(winner['configuration'])}: {winner['cost_per_hour']:g} USD per hour"
+    assert browser.find_element(By.ID, "winner").text == expected
+    (OUT / "search.json").write_text(json.dumps({"seconds_to_answer": round(seconds, 1)}) + "\n")
+    print(f"search: answered in {seconds:.1f} s")

@@ -152,3 +152,51 @@ def test_a_running_question_can_be_cancelled(client):
     assert "Cancelled." in client.get(location).data.decode()
     job = client.application.jobs[location.rsplit("/", 1)[1]]
     assert not job.process.is_alive()
+
+
+def test_the_search_page_answers_with_the_apis_search(client, tmp_path):
+    data = {
+        "model": "Llama-3.1-8B-Instruct",
+        "workload": "multi_round_qa",
+        "num_users": "10",
+        "num_rounds": "4",
+        "time": "60",
+        "slo": "ttft_p99<=1500ms,tpot_p99<=20ms",
+        "gpu_system": "h100_sxm,h200_sxm",
+        "cpu_gib": "0,4",
+        "load": "rate=8",
+        "latency_source": "roofline",
+    }
+    sent = client.post("/ask-search", data=data, content_type="multipart/form-data")
+    location = sent.headers["Location"]
+    for _ in range(600):
+        page = client.get(location).data.decode()
+        if "Working on it" not in page:
+            break
+        time.sleep(0.1)
+    keywords = {
+        "workload": "multi_round_qa",
+        "num_users": 10,
+        "num_rounds": 4,
+        "time": 60,
+        "rate": 8,
+        "model_config": str(ROOT / "models" / "Llama-3.1-8B-Instruct" / "config.json"),
+        "slo": data["slo"],
+        "gpu_system": data["gpu_system"],
+        "cpu_gib": data["cpu_gib"],
+        "latency_source": "roofline",
+        "evaluations": str(tmp_path / "evaluations"),
+    }
+    found = api.search(**keywords).to_dict()
+    from kvlab.api.searches import label
+
+    winner = html.unescape(re.search(r'<p id="winner">(.*?)</p>', page, re.S).group(1))
+    assert (
+        winner
+        == f"winner: {label(found['winner']['configuration'])}: {found['winner']['cost_per_hour']:g} USD per hour"
+    )
+    verdict = html.unescape(re.search(r'<p id="verdict">(.*?)</p>', page, re.S).group(1))
+    assert verdict == f"offloading helps? {found['verdict']['line']}"
+    command = shlex.split(html.unescape(re.search(r'<pre id="command">(.*?)</pre>', page, re.S).group(1)))
+    assert command[:2] == ["kvlab", "search"] and "--slo" in command and "--rate" in command
+    assert "--evaluations" not in command and str(client.application.folder) not in page

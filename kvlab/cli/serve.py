@@ -2,6 +2,7 @@
 with each tier's exact curve, a table per CPU budget, the settings to paste and the same question as a command."""
 
 import dataclasses
+import os
 import sys
 
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
@@ -44,7 +45,10 @@ def execute(args, parser):
 
     if not Path(args.models).is_dir():
         parser.error(f"argument --models: {args.models} is not a folder (the shipped models are in models/)")
-    with tempfile.TemporaryDirectory(prefix="kvlab-serve-") as folder:  # uploads only; removed at exit
+    with tempfile.TemporaryDirectory(prefix="kvlab-serve-") as folder:  # all it writes; removed at exit
+        cache = Path(folder) / "cache"
+        cache.mkdir()
+        os.environ["KVLAB_CACHE"] = str(cache)  # the kernel database's answers too (kvlab/util/user_cache.py)
         app = make_app(args.models, folder, args.max_upload_mib * 2**20)
         try:
             server = make_server(args.host, args.port, app, threaded=True, request_handler=Bounded)

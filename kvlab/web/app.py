@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from kvlab.web.form import BY_NAME, FIELDS, GRIDS, keywords
+from kvlab.web.form import BY_NAME, FIELDS, GRIDS, SEARCH_FIELDS, keywords, search_keywords
 
 __all__ = ["make_app"]
 
@@ -54,10 +54,21 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
         values["model"] = request.args.get("model", "")
         return page("kvlab", render_form(values, {}, shipped))
 
+    @app.get("/search")
+    def search_form():
+        values = {field.name: request.args.get(field.name, "") for field in SEARCH_FIELDS}
+        values["model"] = request.args.get("model", "")
+        return page("kvlab search", render_form(values, {}, shipped, "search"))
+
+    @app.post("/ask-search")
+    def ask_search():
+        return ask("search")
+
     @app.post("/ask")
-    def ask():
-        values = {name: request.form.get(name, "") for name in BY_NAME}
-        for field in FIELDS:
+    def ask(kind="plan"):
+        form = SEARCH_FIELDS if kind == "search" else FIELDS
+        values = {field.name: request.form.get(field.name, "") for field in form}
+        for field in form:
             if field.switch:
                 values[field.name] = "on" if request.form.get(field.name) else ""
         values["model"] = request.form.get("model", "")
@@ -69,17 +80,23 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
             else:
                 model = shipped[values["model"]]
         trace = upload(request.files.get("trace_upload"), folder, "trace")
-        given = keywords(values, str(model) if model else None, str(trace) if trace else None)
+        paths = (str(model) if model else None, str(trace) if trace else None)
+        try:
+            given = search_keywords(values, *paths) if kind == "search" else keywords(values, *paths)
+        except ValueError as error:
+            given, errors[field_of(str(error))] = {}, str(error)
+        if kind == "search":  # its simulations kept in the page's folder, with the rest of what it writes
+            given["evaluations"] = str(Path(folder) / "evaluations")
         if "trace" in given and trace is None:
             errors["trace"] = f"--workload {values.get('workload')} reads a trace: upload one"
         if errors:
-            return page("kvlab", render_form(values, errors, shipped))
+            return page("kvlab", render_form(values, errors, shipped, kind))
         uploads = {}  # an upload's path, as a message names it -> (its field, what the page calls it)
         if trace is not None:
             uploads[str(trace)] = ("trace", "the uploaded trace")
         if model is not None and model not in shipped.values():
             uploads[str(model)] = ("model", "the uploaded config.json")
-        job = Job(given, values, model is not None and model in shipped.values(), uploads)
+        job = Job(given, values, model is not None and model in shipped.values(), uploads, kind)
         jobs[job.id] = job
         for old in [key for key in jobs if jobs[key].done][:-JOBS_KEPT] if len(jobs) > JOBS_KEPT else []:
             jobs.pop(old)
@@ -98,11 +115,12 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
             )
             return page("kvlab: working", body, refresh=True)
         if state == "cancelled":
-            return page("kvlab", "<p>Cancelled.</p>" + render_form(job.values, {}, shipped))
+            return page("kvlab", "<p>Cancelled.</p>" + render_form(job.values, {}, shipped, job.kind))
         if state == "failed":
             errors = {job.field or field_of(job.error): job.error}
-            return page("kvlab", render_form(job.values, errors, shipped))
-        return page("kvlab: answer", render_answer(job) + render_form(job.values, {}, shipped))
+            return page("kvlab", render_form(job.values, errors, shipped, job.kind))
+        shown = render_search(job) if job.kind == "search" else render_answer(job)
+        return page("kvlab: answer", shown + render_form(job.values, {}, shipped, job.kind))
 
     @app.post("/job/<identifier>/cancel")
     def cancel(identifier):
@@ -146,13 +164,14 @@ def field_of(message):
 class Job:
     """One question, in a process of its own."""
 
-    def __init__(self, given, values, shipped_model, uploads=None):
+    def __init__(self, given, values, shipped_model, uploads=None, kind="plan"):
         context = multiprocessing.get_context("forkserver")  # a clean process to fork from: safe beside threads
         self.id = secrets.token_hex(8)
         self.given, self.values, self.shipped_model = given, values, shipped_model
         self.uploads, self.field = uploads or {}, None
         self.queue = context.Queue()
-        self.process = context.Process(target=answer, args=(given, self.queue), daemon=True)
+        self.kind = kind
+        self.process = context.Process(target=answer, args=(given, self.queue, kind), daemon=True)
         self.started = time.monotonic()
         self.process.start()
         self.state, self.result, self.error, self.seconds = "running", None, None, None
@@ -185,10 +204,16 @@ class Job:
             self.state = "cancelled"
 
 
-def answer(given, queue):
-    """The job's work (in its own process): the plans of the budgets asked, each tier's curve, as JSON and SVG."""
+def answer(given, queue, kind="plan"):
+    """The job's work (in its own process): the plans of the budgets asked and each tier's curve (JSON and SVG), or
+    a search's answer."""
     try:
-        queue.put(("answer", compute(given)))
+        if kind == "search":
+            from kvlab import api
+
+            queue.put(("answer", api.search(**given).to_dict()))
+        else:
+            queue.put(("answer", compute(given)))
     except ValueError as error:  # the API's bad input: its one line
         queue.put(("error", str(error).splitlines()[0]))
     except Exception as error:  # noqa: BLE001 - anything else, in one line, never a traceback on the page
@@ -237,10 +262,13 @@ def chart(gpu, cpu, plans):
     return svg[svg.index("<svg") :]
 
 
-def command_line(given, shipped_model):
-    """The same question as a ``kvlab plan`` command line (an upload's path is the user's own: named so)."""
-    words = ["kvlab", "plan"]
+def command_line(given, shipped_model, command="plan"):
+    """The same question as a ``kvlab plan`` (or ``search``) command line (an upload's path is the user's own: named
+    so)."""
+    words = ["kvlab", command]
     for key, value in given.items():
+        if key == "evaluations":  # the page's own folder: a command of the user's keeps its own
+            continue
         if key == "model_config":
             value = value if shipped_model else "YOUR_CONFIG.json"
         if key == "trace":
@@ -298,13 +326,57 @@ def render_answer(job):
     )
 
 
-def render_form(values, errors, shipped):
+def render_search(job):
+    """A search's answer: the winner, the frontier, the verdict, the same question as a command and a link."""
+    from kvlab.api.searches import label
+
+    document = job.result
+    first = document["slo"].split(",")[0]
+    metric = first.split("<")[0].split(">")[0]
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{html.escape(str(cell))}</td>"
+            for cell in (
+                row["cost_per_hour"],
+                row[metric],
+                "meets" if row["meets_slo"] else "misses",
+                label(row["configuration"]),
+            )
+        )
+        + "</tr>"
+        for row in document["frontier"]
+    )
+    winner = document["winner"]
+    said = "none meets the SLO" if winner is None else f"{label(winner['configuration'])}: {winner['cost_per_hour']:g}"
+    said += f" {document['prices']['currency']} per hour" if winner else ""
+    counts = document["search"]
+    state = {key: value for key, value in job.values.items() if value}
+    command = command_line(job.given, job.shipped_model, "search")
+    return (
+        f"<h2>Answer</h2><p>{counts['configurations']:,} configurations, {counts['evaluated']:,} simulated, in"
+        f" {job.seconds:.1f} s.</p>"
+        f'<p id="winner">winner: {html.escape(said)}</p>'
+        f'<table id="frontier"><tr><th>cost per hour</th><th>{html.escape(metric)}</th><th>SLO</th>'
+        f"<th>configuration</th></tr>{rows}</table>"
+        f'<p id="verdict">offloading helps? {html.escape(document["verdict"]["line"])}</p>'
+        f'<h2>The same question</h2><pre id="command">{html.escape(command)}</pre>'
+        f'<p><a id="link" href="/search?{html.escape(urlencode(state))}">this form, filled as it was</a></p>'
+    )
+
+
+def render_form(values, errors, shipped, kind="plan"):
+    form, action = (SEARCH_FIELDS, "/ask-search") if kind == "search" else (FIELDS, "/ask")
+    groups = ("workload", "search") if kind == "search" else ("workload", "plan", "hardware")
+
     def error(name):
         said = errors.get(name)
         return f' <span class="error" id="error-{name}">{html.escape(said)}</span>' if said else ""
 
     parts = [f'<p class="error" id="error-form">{html.escape(errors["form"])}</p>' if "form" in errors else ""]
-    parts.append('<form method="post" action="/ask" enctype="multipart/form-data">')
+    other = '<a href="/search">the cheapest fleet under an SLO</a>' if kind != "search" else '<a href="/">a plan</a>'
+    parts.append(f"<p>Or ask for {other}.</p>")
+    parts.append(f'<form method="post" action="{action}" enctype="multipart/form-data">')
     options = "".join(
         f'<option value="{html.escape(name)}"{" selected" if name == values.get("model") else ""}>'
         f"{html.escape(name)}</option>"
@@ -315,11 +387,15 @@ def render_form(values, errors, shipped):
         f"{options}</select></label> or <label>its config.json <input type=file name=model_upload></label>"
         f"{error('model')}</fieldset>"
     )
-    for group in ("workload", "plan", "hardware"):
+    for group in groups:
         parts.append(f"<fieldset><legend>{group}</legend>")
         if group == "workload":
             parts.append(f"<label>trace (an upload) <input type=file name=trace_upload></label>{error('trace')}<br>")
-        for field in (field for field in FIELDS if field.group == group):
+        for field in (
+            field
+            for field in form
+            if field.group == group or (kind == "search" and group == "search" and field.group == "hardware")
+        ):
             parts.append(render_field(field, values.get(field.name, ""), error(field.name)))
         parts.append("</fieldset>")
     parts.append("<button>ask</button></form>")

@@ -7,7 +7,7 @@ the models folder's names or an upload, a trace only an upload (kvlab/web/app.py
 
 from dataclasses import MISSING, dataclass, fields
 
-__all__ = ["FIELDS", "Field", "keywords"]
+__all__ = ["FIELDS", "SEARCH_FIELDS", "Field", "keywords", "search_keywords"]
 
 # a plan's settings the page leaves to the command: the other spellings of a room, and a prices file's path
 LEFT_OUT = {"gpu_gib", "cpu_gib_per_node", "disk_tokens", "prices"}
@@ -74,12 +74,43 @@ def _fields():
     return tuple(found)
 
 
+def _search_fields():
+    """The search's form: the workload's fields (the plan's), its space and SLO (``SearchSpace``' fields but where
+    it keeps its evaluations), the load, and the latency's source."""
+    from kvlab.api.searches import SearchSpace
+
+    found = [field for field in FIELDS if field.group == "workload"]
+    for declared in fields(SearchSpace):
+        if declared.name == "evaluations":
+            continue
+        default = _default(declared) if declared.name != "prices" else "default"
+        found.append(Field(declared.name, "search", declared.metadata["help"], (), default))
+    found += [BY_NAME["load"], BY_NAME["latency_source"]]
+    return tuple(found)
+
+
 FIELDS = _fields()
 BY_NAME = {field.name: field for field in FIELDS}
+SEARCH_FIELDS = _search_fields()
 GRIDS = ("cpu_gib", "disk_gib")  # a comma-separated list: one plan per value
 
 
-def keywords(values, model_config, trace):
+def search_keywords(values, model_config, trace):
+    """kvlab.search's keywords from the search form's ``values`` (as :func:`keywords`: the chosen source's options;
+    the load's spec as its keyword)."""
+    from kvlab.api.plans import load_spec
+    from kvlab.util.errors import SettingError
+
+    given = keywords(values, model_config, trace, SEARCH_FIELDS)
+    if "load" in given:
+        try:
+            given |= load_spec(given.pop("load"))
+        except ValueError as error:
+            raise SettingError(f"argument --load: {error}") from None
+    return given
+
+
+def keywords(values, model_config, trace, form=None):
     """kvlab.plan's keywords from the form's ``values`` (text by field name; "" for none), the model's path and the
     uploaded trace's (or None): the chosen source's options only, a grid's values as a list."""
     from kvlab.workloads import WORKLOADS
@@ -87,7 +118,7 @@ def keywords(values, model_config, trace):
     source = values.get("workload") or "lab"
     own = {option.name for option in WORKLOADS[source].options} if source in WORKLOADS else set()
     given = {"workload": source, "model_config": model_config}
-    for field in FIELDS:
+    for field in form or FIELDS:
         value = (values.get(field.name) or "").strip()
         if field.name == "workload" or not value or (value == field.default and not field.switch):
             continue  # a default is the API's own: the command line and the link stay short
