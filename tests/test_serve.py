@@ -110,6 +110,11 @@ def test_its_link_refills_the_form(client):
         ({"tp": "0"}, "tp", "argument --tp: "),
         ({"model": "../../etc/passwd"}, "model", "choose a model, or upload its config.json"),
         ({"workload": "mooncake"}, "trace", "--workload mooncake reads a trace: upload one"),
+        (
+            {"prices": "/etc/passwd"},
+            "prices",
+            "argument --prices: the page prices with kvlab's shipped list prices only",
+        ),
     ],
 )
 def test_bad_input_gets_its_line_beside_its_field(client, change, field, words):
@@ -140,7 +145,7 @@ def test_an_upload_past_the_bound_is_refused(client):
 
     big = (io.BytesIO(b"x" * (65 * 1024)), "config.json")
     sent = client.post("/ask", data={**LAB, "model_upload": big}, content_type="multipart/form-data")
-    assert sent.status_code == 413 and b"larger than" in sent.data
+    assert sent.status_code == 413 and b"The request is too large: uploads up to" in sent.data
 
 
 def test_a_running_question_can_be_cancelled(client):
@@ -200,3 +205,24 @@ def test_the_search_page_answers_with_the_apis_search(client, tmp_path):
     command = shlex.split(html.unescape(re.search(r'<pre id="command">(.*?)</pre>', page, re.S).group(1)))
     assert command[:2] == ["kvlab", "search"] and "--slo" in command and "--rate" in command
     assert "--evaluations" not in command and str(client.application.folder) not in page
+
+
+def test_a_kill_stops_the_page_and_removes_its_folder(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kvlab", "serve", "--port", "0", "--models", str(ROOT / "models")],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert "the page is at http://127.0.0.1:" in server.stderr.readline()
+    assert [path.name[:12] for path in tmp_path.iterdir()] == ["kvlab-serve-"]
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0
+    assert list(tmp_path.iterdir()) == []

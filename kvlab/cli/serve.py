@@ -3,6 +3,7 @@ with each tier's exact curve, a table per CPU budget, the settings to paste and 
 
 import dataclasses
 import os
+import signal
 import sys
 
 from kvlab.cli.base import Outputs, Parser, add_arguments, run, summary
@@ -56,6 +57,11 @@ def execute(args, parser):
             parser.error(f"argument --port: cannot listen on {args.host}:{args.port} ({error.strerror})")
         sys.stderr.write(f"{parser.prog}: the page is at http://{args.host}:{server.server_port}/ (Ctrl-C stops it)\n")
         sys.stderr.flush()
+
+        def stop(*_):  # a kill (SIGTERM) stops the page as Ctrl-C does: its folder removed, its work stopped
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

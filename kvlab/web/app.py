@@ -19,6 +19,8 @@ import io
 import multiprocessing
 import secrets
 import shlex
+import shutil
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -28,7 +30,9 @@ from kvlab.web.form import BY_NAME, FIELDS, GRIDS, SEARCH_FIELDS, keywords, sear
 __all__ = ["make_app"]
 
 MAX_UPLOAD = 256 * 2**20  # bytes of one request's uploads
-JOBS_KEPT = 64  # finished jobs a page keeps, the oldest dropped first
+SEARCH_NAMES = {field.name for field in SEARCH_FIELDS}
+JOBS_KEPT = 64  # finished jobs a page keeps, the oldest dropped first (their uploads removed)
+MAX_RUNNING = 4  # questions at work at once
 
 
 def make_app(models, folder, max_upload=MAX_UPLOAD):
@@ -89,7 +93,12 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
             given["evaluations"] = str(Path(folder) / "evaluations")
         if "trace" in given and trace is None:
             errors["trace"] = f"--workload {values.get('workload')} reads a trace: upload one"
+        if sum(not job.done for job in jobs.values()) >= MAX_RUNNING:
+            errors["form"] = f"the page is answering {MAX_RUNNING} questions already: wait for one, or cancel one"
         if errors:
+            for saved in (trace, model if model not in shipped.values() else None):
+                if saved is not None:
+                    shutil.rmtree(Path(saved).parent, ignore_errors=True)
             return page("kvlab", render_form(values, errors, shipped, kind))
         uploads = {}  # an upload's path, as a message names it -> (its field, what the page calls it)
         if trace is not None:
@@ -99,7 +108,7 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
         job = Job(given, values, model is not None and model in shipped.values(), uploads, kind)
         jobs[job.id] = job
         for old in [key for key in jobs if jobs[key].done][:-JOBS_KEPT] if len(jobs) > JOBS_KEPT else []:
-            jobs.pop(old)
+            jobs.pop(old).forget()
         return redirect(f"/job/{job.id}", code=303)
 
     @app.get("/job/<identifier>")
@@ -132,7 +141,8 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
 
     @app.errorhandler(413)
     def too_large(_):
-        return page("kvlab", f"<p class=error>The upload is larger than {max_upload // 2**20} MiB.</p>"), 413
+        said = f"The request is too large: uploads up to {max_upload // 2**20} MiB, a field's text up to 500 KB."
+        return page("kvlab", f"<p class=error>{said}</p>"), 413
 
     app.jobs = jobs
     return app
@@ -158,7 +168,7 @@ def field_of(message):
     name = found.group(1).replace("-", "_") if found else ""
     if name == "model_config":
         return "model"
-    return name if name in BY_NAME or name == "trace" else "form"
+    return name if name in BY_NAME or name in SEARCH_NAMES or name == "trace" else "form"
 
 
 class Job:
@@ -175,33 +185,49 @@ class Job:
         self.started = time.monotonic()
         self.process.start()
         self.state, self.result, self.error, self.seconds = "running", None, None, None
+        threading.Thread(target=self._wait, daemon=True).start()
 
     @property
     def done(self):
         return self.state != "running"
 
-    def poll(self):
-        if self.state == "running":
+    def _wait(self):
+        """Take the answer as soon as it is sent (so that the process ends and frees its memory then, and its time is
+        the work's, not the first look's), or see the process end without one."""
+        import queue
+
+        while self.state == "running":
             try:
-                kind, payload = self.queue.get_nowait()
-            except Exception:  # noqa: BLE001 - queue.Empty, or a child that died without a word
-                if not self.process.is_alive():
-                    self.state, self.error = "failed", "the work stopped without an answer"
-                return self.state
+                kind, payload = self.queue.get(timeout=0.2)
+            except queue.Empty:
+                if not self.process.is_alive() and self.state == "running":
+                    self.error, self.state = "the work stopped without an answer", "failed"
+                continue
             self.seconds = time.monotonic() - self.started
-            self.state = "answered" if kind == "answer" else "failed"
             self.result, self.error = (payload, None) if kind == "answer" else (None, payload)
             for path, (field, called) in self.uploads.items():  # the page's folder is not the user's business
                 if self.error and path in self.error:
                     self.error, self.field = self.error.replace(path, called), field
-            self.process.join(timeout=5)
+            self.state = "answered" if kind == "answer" else "failed"
+        self.process.join(timeout=5)
+
+    def poll(self):
         return self.state
 
     def cancel(self):
+        """Stop the work if it still runs (an answer already taken stays)."""
         if self.state == "running":
+            self.state = "cancelled"
             self.process.terminate()
             self.process.join(timeout=5)
-            self.state = "cancelled"
+
+    def forget(self):
+        """The job's uploads removed (it is dropped from the page's memory)."""
+        import shutil
+
+        self.cancel()
+        for path in self.uploads:
+            shutil.rmtree(Path(path).parent, ignore_errors=True)
 
 
 def answer(given, queue, kind="plan"):

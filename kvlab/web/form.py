@@ -83,8 +83,10 @@ def _search_fields():
     for declared in fields(SearchSpace):
         if declared.name == "evaluations":
             continue
-        default = _default(declared) if declared.name != "prices" else "default"
-        found.append(Field(declared.name, "search", declared.metadata["help"], (), default))
+        if declared.name == "prices":  # a file's path is never read from a form value
+            found.append(Field("prices", "search", "kvlab's shipped list prices", ("default",), "default"))
+            continue
+        found.append(Field(declared.name, "search", declared.metadata["help"], (), _default(declared)))
     found += [BY_NAME["load"], BY_NAME["latency_source"]]
     return tuple(found)
 
@@ -118,6 +120,10 @@ def keywords(values, model_config, trace, form=None):
     source = values.get("workload") or "lab"
     own = {option.name for option in WORKLOADS[source].options} if source in WORKLOADS else set()
     given = {"workload": source, "model_config": model_config}
+    if (values.get("prices") or "").strip() not in ("", "default"):  # a prices file is a path: never from a form
+        from kvlab.util.errors import SettingError
+
+        raise SettingError("argument --prices: the page prices with kvlab's shipped list prices only (default)")
     for field in form or FIELDS:
         value = (values.get(field.name) or "").strip()
         if field.name == "workload" or not value or (value == field.default and not field.switch):
