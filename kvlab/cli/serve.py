@@ -46,6 +46,11 @@ def execute(args, parser):
 
     if not Path(args.models).is_dir():
         parser.error(f"argument --models: {args.models} is not a folder (the shipped models are in models/)")
+
+    def stop(*_):  # a kill (SIGTERM) stops the page as Ctrl-C does: its folder removed, its work stopped
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # before the page says where it is: a kill may come at once
     with tempfile.TemporaryDirectory(prefix="kvlab-serve-") as folder:  # all it writes; removed at exit
         cache = Path(folder) / "cache"
         cache.mkdir()
@@ -55,14 +60,11 @@ def execute(args, parser):
             server = make_server(args.host, args.port, app, threaded=True, request_handler=Bounded)
         except OSError as error:
             parser.error(f"argument --port: cannot listen on {args.host}:{args.port} ({error.strerror})")
-        sys.stderr.write(f"{parser.prog}: the page is at http://{args.host}:{server.server_port}/ (Ctrl-C stops it)\n")
-        sys.stderr.flush()
-
-        def stop(*_):  # a kill (SIGTERM) stops the page as Ctrl-C does: its folder removed, its work stopped
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, stop)
         try:
+            sys.stderr.write(
+                f"{parser.prog}: the page is at http://{args.host}:{server.server_port}/ (Ctrl-C stops it)\n"
+            )
+            sys.stderr.flush()
             server.serve_forever()
         except KeyboardInterrupt:
             pass
