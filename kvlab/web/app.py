@@ -45,7 +45,7 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
     app = Flask("kvlab.web")
     app.config["MAX_CONTENT_LENGTH"] = max_upload
     shipped = {path.parent.name: path for path in sorted(Path(models).glob("*/config.json"))}
-    jobs = {}
+    jobs, held = {}, threading.Lock()
 
     def page(title, body, refresh=False):
         head = '<meta http-equiv="refresh" content="1">' if refresh else ""
@@ -93,7 +93,9 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
             given["evaluations"] = str(Path(folder) / "evaluations")
         if "trace" in given and trace is None:
             errors["trace"] = f"--workload {values.get('workload')} reads a trace: upload one"
-        if sum(not job.done for job in jobs.values()) >= MAX_RUNNING:
+        with held:
+            running = sum(not job.done for job in jobs.values())
+        if running >= MAX_RUNNING:
             errors["form"] = f"the page is answering {MAX_RUNNING} questions already: wait for one, or cancel one"
         if errors:
             for saved in (trace, model if model not in shipped.values() else None):
@@ -106,9 +108,12 @@ def make_app(models, folder, max_upload=MAX_UPLOAD):
         if model is not None and model not in shipped.values():
             uploads[str(model)] = ("model", "the uploaded config.json")
         job = Job(given, values, model is not None and model in shipped.values(), uploads, kind)
-        jobs[job.id] = job
-        for old in [key for key in jobs if jobs[key].done][:-JOBS_KEPT] if len(jobs) > JOBS_KEPT else []:
-            jobs.pop(old).forget()
+        with held:  # the server answers each request in a thread of its own
+            jobs[job.id] = job
+            dropped = [key for key in jobs if jobs[key].done][:-JOBS_KEPT] if len(jobs) > JOBS_KEPT else []
+            dropped = [jobs.pop(key) for key in dropped]
+        for old in dropped:
+            old.forget()
         return redirect(f"/job/{job.id}", code=303)
 
     @app.get("/job/<identifier>")
