@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kvlab.api.searches import label
+
 ROOT = Path(__file__).resolve().parents[1]
 KVLAB = ROOT / ".venv" / "bin" / "kvlab"
 TRACE = ROOT / "data" / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
@@ -63,15 +65,6 @@ def run(name, trace, folder):
         sys.exit(f"{name}: {done.stderr.strip()}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return json.loads(done.stdout), cpu, done.stderr.strip()
-
-
-def label(config):
-    split = "prefill_instances" in config
-    layout = f"{config['prefill_instances']}P+{config['decode_instances']}D" if split else f"{config['instances']}x"
-    return (
-        f"{config['gpu_system']} {layout} tp{config['tp']} cpu {config['cpu_gib']:g} GiB {config['cpu_scope']}"
-        f" {config['router']}"
-    )
 
 
 def main():

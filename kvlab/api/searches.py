@@ -41,7 +41,7 @@ from pathlib import Path
 from kvlab.api.common import _frame, _guarded, _Result
 from kvlab.util.errors import KvlabError, SettingError
 from kvlab.util.files import dump_json, shown
-from kvlab.util.settings import Declared, setting
+from kvlab.util.settings import Declared, flag, listing, setting
 from kvlab.workloads import whole_number
 
 __all__ = ["SLO", "Search", "SearchSpace", "candidates", "evaluate", "search", "table"]
@@ -51,6 +51,7 @@ STATS = ("p50", "p90", "p99", "mean")
 RATES = {"throughput": "output_tokens_per_s", "requests_per_s": "requests_per_s"}
 ENGINE_OWN = ("gpu_blocks", "cpu_blocks", "scheduler")  # the engine's settings the search sets (its pool, its engine's)
 HARDWARE_OWN = ("model_config", "gpu_system", "engine", "tp")  # the hardware's settings the search sets
+MOST = 1024  # items of one list of the space
 MAX_CONFIGURATIONS = 100_000  # a space past it is a typing slip (and its enumeration alone would take minutes)
 TERM = re.compile(r"^\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*([a-z/]*)\s*$")
 
@@ -140,25 +141,6 @@ class SLO(tuple):
 SLO.parse.__func__.takes_objects = True
 
 
-def _items(convert, what):
-    """A converter of a list (a comma-separated text, or a list or tuple given to the API) of distinct items, each
-    checked by ``convert``: a tuple."""
-
-    def parse(value):
-        items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else None
-        if not items:
-            raise ValueError(f"expected one or more {what}, comma-separated, got {shown(value)}")
-        if len(items) > 1024:
-            raise ValueError(f"{what}: at most 1024 items, got {len(items)}")
-        found = tuple(convert(item.strip() if isinstance(item, str) else item) for item in items)
-        if len(set(found)) != len(found):
-            raise ValueError(f"{what}: an item is given twice in {shown(value)}")
-        return found
-
-    parse.takes_objects = True
-    return parse
-
-
 def _choice(choices, what):
     def convert(value):
         if value not in choices:
@@ -209,25 +191,25 @@ def _name(value):
 def _systems(value):
     from kvlab.latency.systems import system_names
 
-    return _items(_choice(tuple(system_names()), "GPU system"), "GPU systems")(value)
+    return listing(_choice(tuple(system_names()), "GPU system"), "GPU systems", MOST)(value)
 
 
 def _engines(value):
     from kvlab.serving import OFFLOADING
 
-    return _items(_choice(OFFLOADING, "engine"), "engines")(value)
+    return listing(_choice(OFFLOADING, "engine"), "engines", MOST)(value)
 
 
 def _routers(value):
     from kvlab.fleet.routers import ROUTERS
 
-    return _items(_choice(tuple(ROUTERS), "router"), "routers")(value)
+    return listing(_choice(tuple(ROUTERS), "router"), "routers", MOST)(value)
 
 
 def _scopes(value):
     from kvlab.fleet import CPU_SCOPES
 
-    return _items(_choice(CPU_SCOPES, "CPU scope"), "CPU scopes")(value)
+    return listing(_choice(CPU_SCOPES, "CPU scope"), "CPU scopes", MOST)(value)
 
 
 for _convert in (_systems, _engines, _routers, _scopes, _name):
@@ -249,24 +231,26 @@ class SearchSpace(Declared):
     )
     engine: tuple = setting(("vllm",), help="the engines, comma-separated (default vllm)", convert=_engines)
     tp: tuple = setting(
-        (1,), help="tensor-parallel degrees, comma-separated (default 1)", convert=_items(whole_number(1, 64), "TPs")
+        (1,),
+        help="tensor-parallel degrees, comma-separated (default 1)",
+        convert=listing(whole_number(1, 64), "TPs", MOST),
     )
     instances: tuple | None = setting(
         None,
         help="instances of the engine, comma-separated (default 1; none where --prefill-decode is given alone)",
-        convert=_items(whole_number(1, 1024), "instance counts"),
+        convert=listing(whole_number(1, 1024), "instance counts", MOST),
     )
     prefill_decode: tuple | None = setting(
         None,
         help="also prefill apart from decode: P:D instances, comma-separated (2:1,4:2); the decode instances have no"
         " CPU tier",
-        convert=_items(_layout, "layouts"),
+        convert=listing(_layout, "layouts", MOST),
         metavar="P:D",
     )
     cpu_gib: tuple = setting(
         (Decimal(0),),
         help="CPU budgets per GPU in GiB (2**30 bytes), comma-separated (default 0)",
-        convert=_items(_gib, "GiB amounts"),
+        convert=listing(_gib, "GiB amounts", MOST),
         metavar="GIB",
     )
     cpu_scope: tuple = setting(
@@ -295,7 +279,7 @@ class SearchSpace(Declared):
     def check(self):
         for name in ("slo", "gpu_system", "engine", "tp", "cpu_gib", "cpu_scope", "router", "prices", "frontier_reach"):
             if getattr(self, name) is None:
-                raise SettingError(f"argument --{name.replace('_', '-')}: expected a value, got None")
+                raise SettingError(f"argument {flag(name)}: expected a value, got None")
 
 
 @dataclass(frozen=True)
@@ -578,7 +562,7 @@ class _Searcher:
         for found in fields(EngineSettings):
             if found.name in settings:
                 if found.name in ENGINE_OWN:
-                    raise SettingError(f"argument --{found.name.replace('_', '-')}: the search sets it")
+                    raise SettingError(f"argument {flag(found.name)}: the search sets it")
                 engine[found.name] = settings.pop(found.name)
         self.engine = EngineSettings(**engine)
         hardware = {
@@ -586,7 +570,7 @@ class _Searcher:
         }
         for name in HARDWARE_OWN:
             if name in hardware:
-                raise SettingError(f"argument --{name.replace('_', '-')}: the search sets it")
+                raise SettingError(f"argument {flag(name)}: the search sets it")
         self.hardware = {k: v for k, v in _hardware_values(hardware).items() if v is not None}
         self.options = {k: v for k, v in settings.items() if v is not None}
         if self.options.get("trace") == "-":

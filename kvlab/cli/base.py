@@ -14,8 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from kvlab.util.errors import SettingError, describe
 from kvlab.util.files import shown, write_together
-from kvlab.util.numbers import MAX_POINTS, too_many_points
-from kvlab.util.settings import InputPath, flag
+from kvlab.util.settings import InputPath, flag, listing
 
 __all__ = [
     "Outputs",
@@ -218,22 +217,6 @@ def summary(doc):
     """A command's ``--help`` description from its module docstring: the first paragraph, as plain text."""
     paragraph = " ".join(doc.strip().split("\n\n")[0].split())
     return re.sub(r"^``kvlab [a-z -]+``: ", "", paragraph).replace("``", "")
-
-
-def listing(convert, what):
-    """A converter of a comma-separated list of distinct items, each checked by ``convert``."""
-
-    def parse(text):
-        items = text.split(",")
-        if len(items) > MAX_POINTS:  # before the items are read (kvlab.api's grids say the same)
-            raise ValueError(too_many_points(len(items)))
-        items = [convert(item.strip()) for item in items]
-        if len(set(items)) != len(items):
-            raise ValueError(f"{what}: an item is given twice in {shown(text)}")
-        return items
-
-    parse.__name__ = what
-    return parse
 
 
 def one_of(valid, what):

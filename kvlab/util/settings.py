@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from kvlab.util.errors import SettingError
 from kvlab.util.files import shown
+from kvlab.util.numbers import MAX_POINTS, too_many_points
 
 __all__ = [
     "Declared",
@@ -19,6 +20,7 @@ __all__ = [
     "check_value",
     "checked",
     "flag",
+    "listing",
     "nonempty_text",
     "name_or_file",
     "setting",
@@ -154,3 +156,25 @@ def checked(settings, given):
 
 
 name_or_file.takes_objects = nonempty_text.takes_objects = True  # a path object or a number is not read as its text
+
+
+def listing(convert, what, most=MAX_POINTS):
+    """A converter of a list of distinct items, each checked by ``convert``: a flag's comma-separated text, or a list
+    or tuple given to the API; at most ``most`` items (a grid's bound by default: each is a point)."""
+
+    def parse(value):
+        items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else None
+        if not items:
+            raise ValueError(f"expected one or more {what}, comma-separated, got {shown(value)}")
+        if len(items) > most:  # before the items are read (kvlab.api's grids say the same)
+            raise ValueError(
+                too_many_points(len(items)) if most == MAX_POINTS else f"{what}: at most {most} items, got {len(items)}"
+            )
+        items = [convert(item.strip() if isinstance(item, str) else item) for item in items]
+        if len(set(items)) != len(items):
+            raise ValueError(f"{what}: an item is given twice in {shown(value)}")
+        return items
+
+    parse.__name__ = what
+    parse.takes_objects = True
+    return parse

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+from kvlab.util.settings import flag
 from kvlab.web.form import BY_NAME, FIELDS, GRIDS, SEARCH_FIELDS, keywords, search_keywords
 
 __all__ = ["make_app"]
@@ -305,11 +306,11 @@ def command_line(given, shipped_model, command="plan"):
         if key == "trace":
             value = "YOUR_TRACE"
         if value is True:
-            words.append(f"--{key.replace('_', '-')}")
+            words.append(flag(key))
             continue
         if value is False or value is None:
             continue
-        words += [f"--{key.replace('_', '-')}", ",".join(value) if isinstance(value, list) else str(value)]
+        words += [flag(key), ",".join(value) if isinstance(value, list) else str(value)]
     return shlex.join(words)
 
 
